@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Backend interface of the lease library.  Only lease/ includes this.
+ *
+ * The generic layer (lease.c) owns: name validation, the contention retry
+ * loop, the lease object, the exactly-once loss notification, release
+ * idempotence.  A backend implements single attempts and store I/O, and
+ * reports loss it observes with lease_mark_lost().
+ */
+#ifndef LEASEFS_BACKEND_H
+#define LEASEFS_BACKEND_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "lease.h"
+
+struct lease_backend {
+	const char *scheme; /* "file", "mem", "etcd", "etcds" */
+	/* `rest` is the URI after "scheme:" (may be "").  Sets store->priv. */
+	int (*open)(struct lease_store *store, const char *rest,
+		    struct lease_err *err);
+	void (*close)(struct lease_store *store);
+	/*
+	 * One attempt, I/O bounded by `deadline`.  On success *out comes from
+	 * lease_alloc() with priv set.  Contention: LEASE_E_HELD with the
+	 * holder's epoch; the generic layer retries until the deadline.
+	 */
+	int (*try_acquire)(struct lease_store *store, const char *name,
+			   int64_t deadline, struct lease **out,
+			   struct lease_err *err);
+	/* Clear the entry iff it still carries lease->epoch.  Called at most
+	 * once per lease, after loss was fired.  Bounded by `deadline`. */
+	int (*release)(struct lease *lease, int64_t deadline);
+	/* Stop watchers and free lease->priv.  Called once, after release. */
+	void (*free_lease)(struct lease *lease);
+	int (*list)(struct lease_store *store, lease_list_cb cb, void *userdata,
+		    struct lease_err *err);
+	int (*show)(struct lease_store *store, const char *name,
+		    struct lease_info *info, struct lease_err *err);
+	int (*revoke)(struct lease_store *store, const char *name,
+		      int64_t deadline, struct lease_err *err);
+	/* Optional: local directory of the store (for the inside-root check). */
+	const char *(*local_dir)(const struct lease_store *store);
+};
+
+struct lease_store {
+	const struct lease_backend *be;
+	char *uri;
+	struct lease_store_opts opts; /* strings owned (strdup'ed) */
+	void *priv;
+};
+
+struct lease {
+	struct lease_store *store;
+	char name[LEASE_NAME_MAX + 1];
+	uint64_t epoch;
+	int loss_fd;                  /* eventfd, written once on loss */
+	_Atomic int loss;             /* enum lease_loss; NONE until lost */
+	_Atomic int64_t safe_until;   /* 0 = none */
+	_Atomic bool released;        /* release() entered */
+	/* cb_lock protects cb, cb_userdata and cb_fired. */
+	pthread_mutex_t cb_lock;
+	lease_loss_cb cb;
+	void *cb_userdata;
+	bool cb_fired;
+	void *priv;                   /* backend state */
+};
+
+/* New lease object (loss fd created, not lost).  -errno on failure. */
+int lease_alloc(struct lease_store *store, const char *name, uint64_t epoch,
+		struct lease **out);
+/* Dispose of a lease that was never handed out (backend acquire failed
+ * after lease_alloc).  Does not call backend hooks. */
+void lease_dispose(struct lease *lease);
+/*
+ * Report loss.  The first call wins: it latches `why`, makes loss_fd
+ * readable and runs the callback; later calls return false and do nothing.
+ */
+bool lease_mark_lost(struct lease *lease, enum lease_loss why);
+static inline void lease_set_safe_until(struct lease *lease, int64_t t)
+{
+	atomic_store_explicit(&lease->safe_until, t, memory_order_release);
+}
+
+extern const struct lease_backend lease_backend_file;
+extern const struct lease_backend lease_backend_mem;
+#ifdef LEASEFS_HAVE_ETCD
+extern const struct lease_backend lease_backend_etcd;
+extern const struct lease_backend lease_backend_etcds;
+#endif
+
+#endif

@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* Coordinator (placeholder until implemented). */
+#include "coord.h"

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Workspace coordinator: owns a session's leases and gates mutations.
+ *
+ * Lifecycle:  coord_open()  ->  [coord_enter()/coord_exit() around each
+ * mutation, coord_healthy() anywhere]  ->  coord_shutdown()  ->  coord_free()
+ *
+ * Ordering contract (from the workspace-lease design):
+ *  - open: session lease first, then (exclusive placement) the root lease;
+ *    a failed root acquisition releases the session lease and leaves
+ *    nothing behind.
+ *  - loss of either lease latches LOST: admission closes, healthy() fails
+ *    from then on, and never recovers.
+ *  - shutdown: close admission, drain in-flight mutations (bounded), release
+ *    the root lease exactly once, then the session lease, each with a fresh
+ *    bounded deadline.  Orderly shutdown is never reported as loss.
+ */
+#ifndef LEASEFS_COORD_H
+#define LEASEFS_COORD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lease.h"
+
+enum coord_placement {
+	COORD_EXCLUSIVE, /* root lease on ROOT */
+	COORD_SESSION,   /* root = ROOT/<session uuid>, created 0700; no root lease */
+	COORD_SHARED,    /* no root lease; always healthy */
+};
+int coord_placement_parse(const char *s, enum coord_placement *out);
+const char *coord_placement_str(enum coord_placement p);
+
+enum coord_state {
+	COORD_HELD,
+	COORD_LOST,
+	COORD_SHUTTING_DOWN,
+	COORD_CLOSED,       /* shutdown finished */
+};
+const char *coord_state_str(enum coord_state st);
+
+struct coord_config {
+	enum coord_placement placement;
+	const char *root;        /* as the user gave it */
+	const char *session_id;  /* lowercase UUID; NULL = random */
+	struct lease_store *store; /* borrowed; must outlive the coordinator */
+	int64_t acquire_deadline; /* absolute; 0 = one try (fail at once if busy) */
+	int64_t release_timeout_ms; /* per-release deadline; 0 = 5000 */
+	/* Optional hook run after the root lease is held and before open
+	 * returns (e.g. host-scoped identity lock).  Non-zero fails open with
+	 * the session lease and root lease released. */
+	int (*after_acquire)(void *userdata, const char *canonical_root,
+			     struct lease_err *err);
+	void *after_acquire_userdata;
+	/* Optional: called once (from a backend thread) when loss latches. */
+	void (*on_loss)(void *userdata, enum lease_loss why);
+	void *on_loss_userdata;
+};
+
+struct coord;
+
+/*
+ * Open a session.  Busy root: LEASE_E_HELD with err->holder_epoch and
+ * err->name = canonical root.  A lease directory equal to or inside the
+ * workspace root is refused with LEASE_E_USAGE before any lease is taken.
+ */
+int coord_open(const struct coord_config *cfg, struct coord **out,
+	       struct lease_err *err);
+
+/* 0 while held; -ENOLINK once lost (latched, also after safe-until passed);
+ * -ESHUTDOWN once shutdown began.  Lock-free: atomic loads and at most one
+ * vDSO clock read. */
+int coord_healthy(struct coord *c);
+
+/* Admission around a mutation.  enter() returns 0 (caller must exit()) or
+ * the healthy() error (caller must not exit()). */
+int coord_enter(struct coord *c);
+void coord_exit(struct coord *c);
+
+/*
+ * Orderly shutdown.  Concurrent and repeated calls join the same teardown
+ * and return its result.  `drain_timeout_ms` bounds the wait for in-flight
+ * mutations.  Release failures are logged to stderr, not returned.
+ */
+int coord_shutdown(struct coord *c, int64_t drain_timeout_ms);
+void coord_free(struct coord *c);
+
+enum coord_state coord_state(struct coord *c);
+enum lease_loss coord_loss_reason(struct coord *c);
+enum coord_placement coord_placement(const struct coord *c);
+const char *coord_root(const struct coord *c);       /* canonical, effective root */
+const char *coord_session_id(const struct coord *c);
+const char *coord_root_lease_name(const struct coord *c); /* "" if none */
+uint64_t coord_root_epoch(const struct coord *c);    /* 0 if none */
+const char *coord_session_lease_name(const struct coord *c);
+uint64_t coord_session_epoch(const struct coord *c);
+
+#endif

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * leasefs lease library: exclusive, named, epoch-carrying leases over a
+ * pluggable store.  No FUSE in here; the daemon and the unit tests link it.
+ *
+ * Conventions
+ *  - Every function that can fail returns 0 or a negative errno.  Where a
+ *    caller passes a `struct lease_err *`, it is filled on failure with the
+ *    kind, a message naming what was wrong and, for LEASE_E_HELD, the
+ *    holder's epoch.  `err` may be NULL.
+ *  - Deadlines are absolute CLOCK_MONOTONIC nanoseconds (lease_deadline_ms()).
+ *    A deadline of 0 means "already passed".
+ *  - Thread-safety: a store and its leases may be used from any thread.
+ *    A single lease object must not be freed while another thread uses it.
+ */
+#ifndef LEASEFS_LEASE_H
+#define LEASEFS_LEASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define LEASE_NAME_MAX 512
+#define LEASE_MSG_MAX 512
+
+/* Error kinds.  Each maps to exactly one errno (lease_errkind_errno()). */
+enum lease_errkind {
+	LEASE_OK = 0,
+	LEASE_E_HELD,        /* -EBUSY: a live holder has the name */
+	LEASE_E_BADNAME,     /* -EINVAL: name breaks the grammar; no storage touched */
+	LEASE_E_UNREACHABLE, /* -EHOSTUNREACH: store cannot be reached/opened */
+	LEASE_E_TIMEOUT,     /* -ETIMEDOUT: deadline passed */
+	LEASE_E_CORRUPT,     /* -EUCLEAN: a stored record is unreadable */
+	LEASE_E_LOST,        /* -ENOLINK: the lease was lost */
+	LEASE_E_SHUTDOWN,    /* -ESHUTDOWN: admission closed by shutdown */
+	LEASE_E_USAGE,       /* -EINVAL: bad argument other than a name (URI, placement, ...) */
+	LEASE_E_IO,          /* any other errno from the store */
+};
+
+struct lease_err {
+	enum lease_errkind kind;
+	int code;              /* negative errno, equal to the return value */
+	uint64_t holder_epoch; /* LEASE_E_HELD: the current holder's epoch */
+	char name[LEASE_NAME_MAX + 1];
+	char msg[LEASE_MSG_MAX];
+};
+
+/* Fill `err` (if non-NULL) and return the kind's negative errno
+ * (or `code` for LEASE_E_IO).  printf-style message. */
+int lease_err_set(struct lease_err *err, enum lease_errkind kind, int code,
+		  const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+int lease_errkind_errno(enum lease_errkind kind);
+const char *lease_errkind_str(enum lease_errkind kind);
+
+/* ---- time ---------------------------------------------------------- */
+int64_t lease_now_ns(void);             /* CLOCK_MONOTONIC */
+int64_t lease_deadline_ms(int64_t ms);  /* now + ms */
+bool lease_deadline_passed(int64_t deadline);
+
+/* ---- names --------------------------------------------------------- */
+/*
+ * Grammar: 1..512 bytes of '/'-separated segments, each [a-z0-9][a-z0-9_.-]*,
+ * no empty segment.  Returns 0 or -EINVAL with err->msg naming the rule.
+ */
+int lease_name_validate(const char *name, struct lease_err *err);
+
+/*
+ * Canonical workspace root: absolute, lexically cleaned, symlinks resolved;
+ * for a path that does not exist yet, the longest existing ancestor is
+ * resolved and the rest appended.  `out` has room for PATH_MAX bytes.
+ */
+int lease_canonical_root(const char *path, char *out, size_t outsz);
+
+/* "workspace-roots/<hex sha256 of canonical root>"; `out` >= 81 bytes. */
+int lease_root_name(const char *canonical_root, char *out, size_t outsz);
+/* "sessions/<uuid>"; `out` >= 46 bytes.  uuid must be a lowercase RFC 4122
+ * textual UUID. */
+int lease_session_name(const char *uuid, char *out, size_t outsz);
+/* Random v4 UUID, lowercase; `out` >= 37 bytes. */
+int lease_uuid_random(char *out, size_t outsz);
+bool lease_uuid_valid(const char *uuid);
+
+/* ---- stores and leases --------------------------------------------- */
+struct lease_store;
+struct lease;
+
+/* Why a loss notification fired. */
+enum lease_loss {
+	LEASE_LOSS_NONE = 0,
+	LEASE_LOSS_RELEASED, /* our own release() */
+	LEASE_LOSS_EXPIRED,  /* TTL / safe-until passed */
+	LEASE_LOSS_REVOKED,  /* operator revoke */
+	LEASE_LOSS_TAKEOVER, /* another holder got a newer epoch */
+	LEASE_LOSS_STORE,    /* store failure made holding unverifiable */
+};
+const char *lease_loss_str(enum lease_loss why);
+
+/*
+ * Loss callback: called exactly once per lease, from whatever thread
+ * observed the loss (a backend watcher thread or the releasing thread).
+ * It must not block and must not call back into the lease.
+ */
+typedef void (*lease_loss_cb)(struct lease *lease, enum lease_loss why,
+			      void *userdata);
+
+/*
+ * Open a store by URI:
+ *   "file:DIR"  file backend, DIR the lease directory (created 0700)
+ *   "file"      file backend at LEASE_FILE_DEFAULT_DIR
+ *   "mem:"      process-local store (tests)
+ *   "etcd://H:P[,H:P...][/prefix]", "etcds://..."  (when built in)
+ * Options (TTL, TLS files) come from `opts`, which may be NULL.
+ */
+#define LEASE_FILE_DEFAULT_DIR "/var/lib/leasefs/leases"
+struct lease_store_opts {
+	int64_t ttl_ms;        /* etcd: lease TTL; 0 = default 15000 */
+	const char *ca_file;   /* etcds: */
+	const char *cert_file;
+	const char *key_file;
+	const char *holder;    /* free-form holder description, e.g. session id */
+};
+int lease_store_open(const char *uri, const struct lease_store_opts *opts,
+		     struct lease_store **out, struct lease_err *err);
+void lease_store_close(struct lease_store *store);
+const char *lease_store_uri(const struct lease_store *store);
+const char *lease_store_scheme(const struct lease_store *store);
+/* Local directory backing the store, or NULL when it has none. */
+const char *lease_store_local_dir(const struct lease_store *store);
+
+/*
+ * Acquire `name` exclusively.  On contention, retries until `deadline`
+ * (a deadline already passed means a single try) and then fails with
+ * LEASE_E_HELD and err->holder_epoch.  Every other failure has its own kind.
+ */
+int lease_acquire(struct lease_store *store, const char *name,
+		  int64_t deadline, struct lease **out, struct lease_err *err);
+
+uint64_t lease_epoch(const struct lease *lease);
+const char *lease_name(const struct lease *lease);
+struct lease_store *lease_store_of(const struct lease *lease);
+
+/* Readable (EPOLLIN) once the lease is lost or released; never reset.
+ * Owned by the lease.  */
+int lease_loss_fd(const struct lease *lease);
+/* Register the loss callback.  If loss already happened, it is called now. */
+void lease_set_loss_cb(struct lease *lease, lease_loss_cb cb, void *userdata);
+/* Loss state: lock-free, one atomic load. */
+bool lease_is_lost(const struct lease *lease);
+enum lease_loss lease_loss_reason(const struct lease *lease);
+/*
+ * Local safe-until deadline (CLOCK_MONOTONIC ns) after which the lease
+ * counts as lost even without a notification; 0 = no deadline (the store
+ * fences natively).  Lock-free, one atomic load; may move forward as
+ * keepalives succeed.
+ */
+int64_t lease_safe_until(const struct lease *lease);
+
+/*
+ * Release: fires the loss notification (LEASE_LOSS_RELEASED) first, then
+ * clears the entry in the store if and only if it still carries this
+ * lease's epoch.  Idempotent: repeats return 0 and do no store I/O.
+ * Bounded by `deadline`; on failure the store's own mechanism (TTL, lock
+ * drop on close) remains the backstop.
+ */
+int lease_release(struct lease *lease, int64_t deadline);
+/* Free the object; releases first (bounded by 1 s) if not yet released. */
+void lease_free(struct lease *lease);
+
+/* ---- operator view -------------------------------------------------- */
+enum lease_state { LEASE_STATE_FREE, LEASE_STATE_HELD, LEASE_STATE_REVOKED };
+const char *lease_state_str(enum lease_state st);
+
+struct lease_info {
+	char name[LEASE_NAME_MAX + 1];
+	uint64_t epoch;         /* high-water mark: the last epoch granted */
+	enum lease_state state;
+	pid_t holder_pid;       /* 0 if unknown */
+	char holder[128];       /* backend-specific holder description */
+};
+
+typedef int (*lease_list_cb)(const struct lease_info *info, void *userdata);
+int lease_list(struct lease_store *store, lease_list_cb cb, void *userdata,
+	       struct lease_err *err);
+int lease_show(struct lease_store *store, const char *name,
+	       struct lease_info *info, struct lease_err *err);
+/* Force loss on the current holder of `name`: its epoch is superseded and
+ * its loss notification fires.  -ENOENT (LEASE_E_IO) if nothing is held. */
+int lease_revoke(struct lease_store *store, const char *name, int64_t deadline,
+		 struct lease_err *err);
+
+/* ---- mem backend test hooks ------------------------------------------ */
+/* Force loss of the current holder of `name` in a "mem:" store, with the
+ * given reason (EXPIRED or TAKEOVER).  Takeover grants the name to a
+ * phantom holder at epoch+1.  Returns -ENOENT if not held. */
+int lease_mem_force_loss(struct lease_store *store, const char *name,
+			 enum lease_loss why);
+
+#endif

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <ftw.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+
+static char last_uri[1024];
+
+char *tu_mkdtemp(const char *tag)
+{
+	const char *tmp = getenv("TMPDIR");
+	char *path;
+
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	assert_true(asprintf(&path, "%s/leasefs-%s-XXXXXX", tmp, tag) > 0);
+	assert_non_null(mkdtemp(path));
+	return path;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag,
+		  struct FTW *ftw)
+{
+	(void)sb; (void)flag; (void)ftw;
+	remove(path);
+	return 0;
+}
+
+void tu_rmrf(const char *path)
+{
+	if (path)
+		nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+bool tu_wait_readable(int fd, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r;
+
+	do
+		r = poll(&p, 1, timeout_ms);
+	while (r < 0 && errno == EINTR);
+	return r == 1 && (p.revents & POLLIN);
+}
+
+const char *tu_unique(void)
+{
+	static char buf[64];
+	static unsigned counter;
+
+	snprintf(buf, sizeof(buf), "%d-%u", (int)getpid(), ++counter);
+	return buf;
+}
+
+struct lease_store *tu_open_store(const char *backend, char **dir_out)
+{
+	struct lease_store *st = NULL;
+	struct lease_err err = { 0 };
+
+	if (dir_out)
+		*dir_out = NULL;
+	if (strcmp(backend, "mem") == 0) {
+		snprintf(last_uri, sizeof(last_uri), "mem:");
+	} else if (strcmp(backend, "file") == 0) {
+		char *dir = tu_mkdtemp("leases");
+
+		snprintf(last_uri, sizeof(last_uri), "file:%s", dir);
+		if (dir_out)
+			*dir_out = dir;
+		else
+			free(dir);
+	} else if (strcmp(backend, "etcd") == 0) {
+		const char *ep = getenv("LEASEFS_ETCD_ENDPOINTS");
+
+		assert_non_null(ep);
+		snprintf(last_uri, sizeof(last_uri), "etcd://%s/leasefs-test-%s/",
+			 ep, tu_unique());
+	} else {
+		fail_msg("unknown backend %s", backend);
+	}
+	if (lease_store_open(last_uri, NULL, &st, &err) < 0)
+		fail_msg("lease_store_open(%s): %s", last_uri, err.msg);
+	return st;
+}
+
+const char *tu_last_uri(void)
+{
+	return last_uri;
+}

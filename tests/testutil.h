@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared helpers for the cmocka suites.  Each test fails rather than hangs:
+ * every wait here is bounded. */
+#ifndef LEASEFS_TESTUTIL_H
+#define LEASEFS_TESTUTIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lease.h"
+
+/* mkdtemp under $TMPDIR (or /tmp); aborts the test on failure. */
+char *tu_mkdtemp(const char *tag);
+/* rm -rf, best effort. */
+void tu_rmrf(const char *path);
+/* Wait for fd to become readable; true if it did within timeout_ms. */
+bool tu_wait_readable(int fd, int timeout_ms);
+/*
+ * Open a fresh, empty store of the given backend ("mem", "file", "etcd").
+ * file: a new temp lease dir (returned in *dir_out, caller frees/removes).
+ * etcd: $LEASEFS_ETCD_ENDPOINTS with a unique key prefix per call.
+ */
+struct lease_store *tu_open_store(const char *backend, char **dir_out);
+/* URI that tu_open_store() used last (for child processes to reopen). */
+const char *tu_last_uri(void);
+/* Unique suffix for names: "<pid>-<counter>". */
+const char *tu_unique(void);
+
+#endif
