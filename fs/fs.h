@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The leasefs filesystem: a FUSE low-level passthrough of one root, with
+ * every mutating operation gated on the coordinator.
+ *
+ * Split:  passthrough.c  the operations, FUSE-facing, gate-unaware
+ *         gate.c         wraps the mutating entries of the ops table:
+ *                        coord_enter() -> EROFS if not healthy; the inner
+ *                        op runs inside admission; coord_exit() after it
+ *         main.c etc.    CLI, daemon lifecycle, control socket
+ */
+#ifndef LEASEFS_FS_H
+#define LEASEFS_FS_H
+
+#define FUSE_USE_VERSION 34
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+
+#include "coord.h"
+
+struct lfs_config {
+	const char *root;          /* canonical effective root (coord_root()) */
+	struct coord *coord;       /* gate; borrowed */
+	enum coord_placement placement;
+	double entry_timeout;      /* seconds; long in exclusive, short in shared */
+	double attr_timeout;
+	unsigned max_threads;      /* 0 = default */
+	bool debug;
+};
+
+struct lfs;
+
+/*
+ * Open ROOT (O_PATH), raise RLIMIT_NOFILE, build the gated ops table and a
+ * FUSE session on `args` (which must include argv[0] and any -o options).
+ * Does not mount.
+ */
+int lfs_new(const struct lfs_config *cfg, struct fuse_args *args,
+	    struct lfs **out);
+struct fuse_session *lfs_session(struct lfs *fs);
+/* Mount on `mountpoint`; 0 or -errno. */
+int lfs_mount(struct lfs *fs, const char *mountpoint);
+/* Serve until unmounted or lfs_stop(); multithreaded; 0 or -errno. */
+int lfs_run(struct lfs *fs);
+/* Ask lfs_run() to return (async-signal-unsafe; call from a thread). */
+void lfs_stop(struct lfs *fs);
+void lfs_unmount(struct lfs *fs);
+void lfs_free(struct lfs *fs);
+
+/* The gate: returns the ops table with every mutating entry wrapped. */
+void lfs_gate_ops(struct fuse_lowlevel_ops *ops);
+/* Gate state shared with passthrough.c: set once before the session starts. */
+void lfs_gate_init(struct coord *coord);
+/* Admission for a mutation; 0 (caller must call lfs_gate_exit) or -EROFS. */
+int lfs_gate_enter(void);
+void lfs_gate_exit(void);
+
+#endif
