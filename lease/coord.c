@@ -1,3 +1,677 @@
 /* SPDX-License-Identifier: MIT */
-/* Coordinator (placeholder until implemented). */
+/*
+ * Workspace coordinator: takes the session lease and (exclusive placement)
+ * the root lease, latches their loss, gates mutations with an in-flight
+ * count, and tears down in order.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
 #include "coord.h"
+
+#define DEFAULT_RELEASE_TIMEOUT_MS 5000
+
+/*
+ * The state word packs the coordinator state (low byte) and the latched
+ * loss reason (next byte), so that HELD -> LOST and the reason latch in
+ * one compare-and-swap.
+ */
+#define WORD(st, why) ((unsigned)(st) | ((unsigned)(why) << 8))
+#define WORD_STATE(w) ((enum coord_state)((w) & 0xffu))
+#define WORD_LOSS(w) ((enum lease_loss)((w) >> 8))
+
+typedef void (*coord_release_observer)(void *ud, const char *lease_name,
+				       int64_t deadline);
+
+struct coord {
+	/* Fixed by coord_open(); read-only afterwards. */
+	enum coord_placement placement;
+	struct lease_store *store;
+	struct lease *root_lease;    /* NULL unless exclusive */
+	struct lease *session_lease;
+	int64_t release_timeout_ms;
+	void (*on_loss)(void *userdata, enum lease_loss why);
+	void *on_loss_userdata;
+	char root[PATH_MAX];
+	char session_id[37];
+	char root_name[LEASE_NAME_MAX + 1];
+	char session_name[LEASE_NAME_MAX + 1];
+
+	/* Set before coord_shutdown() starts; read only by the teardown. */
+	coord_release_observer observer;
+	void *observer_ud;
+
+	_Atomic unsigned word; /* WORD(state, loss reason) */
+	_Atomic long inflight; /* admitted mutations not yet exited */
+
+	/*
+	 * lock protects shutdown_started, shutdown_done and shutdown_result,
+	 * and is the mutex of both condition variables.  It is never taken
+	 * on the healthy()/enter() fast path.
+	 *  drained: signalled when inflight reaches 0 after admission closed
+	 *           (CLOCK_MONOTONIC, the drain wait is timed);
+	 *  done:    broadcast when the teardown has finished.
+	 */
+	pthread_mutex_t lock;
+	pthread_cond_t drained;
+	pthread_cond_t done;
+	bool shutdown_started;
+	bool shutdown_done;
+	int shutdown_result;
+};
+
+/* ---- small tables --------------------------------------------------- */
+
+int coord_placement_parse(const char *s, enum coord_placement *out)
+{
+	static const enum coord_placement all[] = {
+		COORD_EXCLUSIVE, COORD_SESSION, COORD_SHARED,
+	};
+
+	for (size_t i = 0; s && i < sizeof(all) / sizeof(all[0]); i++) {
+		if (strcmp(s, coord_placement_str(all[i])) == 0) {
+			*out = all[i];
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+const char *coord_placement_str(enum coord_placement p)
+{
+	switch (p) {
+	case COORD_EXCLUSIVE: return "exclusive";
+	case COORD_SESSION: return "session";
+	case COORD_SHARED: return "shared";
+	}
+	return "unknown";
+}
+
+const char *coord_state_str(enum coord_state st)
+{
+	switch (st) {
+	case COORD_HELD: return "held";
+	case COORD_LOST: return "lost";
+	case COORD_SHUTTING_DOWN: return "shutting-down";
+	case COORD_CLOSED: return "closed";
+	}
+	return "unknown";
+}
+
+/* ---- loss latch ------------------------------------------------------ */
+
+/*
+ * Latch loss: HELD -> LOST with `why`, then tell the owner.  Does nothing
+ * once loss latched or shutdown began, so on_loss runs at most once and
+ * never for an orderly shutdown.
+ */
+static void latch_lost(struct coord *c, enum lease_loss why)
+{
+	unsigned expected = WORD(COORD_HELD, LEASE_LOSS_NONE);
+
+	if (why == LEASE_LOSS_NONE || why == LEASE_LOSS_RELEASED)
+		return;
+	if (!atomic_compare_exchange_strong(&c->word, &expected,
+					    WORD(COORD_LOST, why)))
+		return;
+	if (c->on_loss)
+		c->on_loss(c->on_loss_userdata, why);
+}
+
+static void on_lease_loss(struct lease *lease, enum lease_loss why,
+			  void *userdata)
+{
+	struct coord *c = userdata;
+
+	(void)lease;
+	if (c->placement == COORD_SHARED)
+		return; /* shared placement is not gated by any lease */
+	latch_lost(c, why);
+}
+
+/* Move to `st`, keeping the latched loss reason. */
+static void set_state(struct coord *c, enum coord_state st)
+{
+	unsigned w = atomic_load(&c->word);
+
+	while (!atomic_compare_exchange_weak(&c->word, &w,
+					     WORD(st, WORD_LOSS(w))))
+		;
+}
+
+/* ---- health and admission ------------------------------------------- */
+
+static int state_errno(enum coord_state st)
+{
+	switch (st) {
+	case COORD_HELD: return 0;
+	case COORD_LOST: return -ENOLINK;
+	case COORD_SHUTTING_DOWN:
+	case COORD_CLOSED: return -ESHUTDOWN;
+	}
+	return -ENOLINK;
+}
+
+/*
+ * Check one gating lease: lost already (the callback may not have run
+ * yet), or its safe-until passed.  `now` is read at most once per call of
+ * coord_healthy(), lazily.
+ */
+static enum lease_loss lease_gone(const struct lease *l, int64_t *now)
+{
+	int64_t until;
+
+	if (!l)
+		return LEASE_LOSS_NONE;
+	if (lease_is_lost(l))
+		return lease_loss_reason(l);
+	until = lease_safe_until(l);
+	if (until == 0)
+		return LEASE_LOSS_NONE;
+	if (*now == 0)
+		*now = lease_now_ns();
+	return *now >= until ? LEASE_LOSS_EXPIRED : LEASE_LOSS_NONE;
+}
+
+int coord_healthy(struct coord *c)
+{
+	unsigned w = atomic_load_explicit(&c->word, memory_order_acquire);
+	enum lease_loss why;
+	int64_t now = 0;
+
+	if (WORD_STATE(w) != COORD_HELD)
+		return state_errno(WORD_STATE(w));
+	if (c->placement == COORD_SHARED)
+		return 0;
+	why = lease_gone(c->root_lease, &now);
+	if (why == LEASE_LOSS_NONE)
+		why = lease_gone(c->session_lease, &now);
+	if (why == LEASE_LOSS_NONE || why == LEASE_LOSS_RELEASED)
+		return 0;
+	latch_lost(c, why);
+	return state_errno(WORD_STATE(atomic_load(&c->word)));
+}
+
+/* Wake the drainer if admission is closed and nothing is in flight. */
+static void wake_drainer(struct coord *c)
+{
+	pthread_mutex_lock(&c->lock);
+	pthread_cond_signal(&c->drained);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void leave(struct coord *c)
+{
+	if (atomic_fetch_sub(&c->inflight, 1) == 1 &&
+	    WORD_STATE(atomic_load(&c->word)) != COORD_HELD)
+		wake_drainer(c);
+}
+
+int coord_enter(struct coord *c)
+{
+	int r;
+
+	atomic_fetch_add(&c->inflight, 1);
+	r = coord_healthy(c);
+	if (r < 0)
+		leave(c);
+	return r;
+}
+
+void coord_exit(struct coord *c)
+{
+	leave(c);
+}
+
+/* ---- shutdown -------------------------------------------------------- */
+
+static struct timespec ns_to_ts(int64_t ns)
+{
+	struct timespec ts = { ns / 1000000000LL, ns % 1000000000LL };
+
+	return ts;
+}
+
+/* Wait until nothing is in flight, at most `ms`.  0 or -ETIMEDOUT. */
+static int drain(struct coord *c, int64_t ms)
+{
+	int64_t deadline = lease_deadline_ms(ms > 0 ? ms : 0);
+	int r = 0;
+
+	pthread_mutex_lock(&c->lock);
+	while (atomic_load(&c->inflight) > 0) {
+		struct timespec ts = ns_to_ts(deadline);
+
+		if (lease_deadline_passed(deadline)) {
+			r = -ETIMEDOUT;
+			break;
+		}
+		pthread_cond_timedwait(&c->drained, &c->lock, &ts);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (r < 0)
+		fprintf(stderr, "leasefs: coordinator: %ld mutation(s) still in "
+			"flight after %lld ms drain timeout; releasing anyway\n",
+			atomic_load(&c->inflight), (long long)ms);
+	return r;
+}
+
+/* Release one lease with a fresh deadline; failures are only logged. */
+static void release_one(struct coord *c, struct lease *l)
+{
+	int64_t deadline;
+	int r;
+
+	if (!l)
+		return;
+	deadline = lease_deadline_ms(c->release_timeout_ms);
+	if (c->observer)
+		c->observer(c->observer_ud, lease_name(l), deadline);
+	r = lease_release(l, deadline);
+	if (r < 0)
+		fprintf(stderr, "leasefs: coordinator: releasing lease %s "
+			"(epoch %llu) failed: %s; the store's own expiry is "
+			"the backstop\n", lease_name(l),
+			(unsigned long long)lease_epoch(l), strerror(-r));
+}
+
+static int teardown(struct coord *c, int64_t drain_timeout_ms)
+{
+	int r;
+
+	set_state(c, COORD_SHUTTING_DOWN);
+	r = drain(c, drain_timeout_ms);
+	release_one(c, c->root_lease);
+	release_one(c, c->session_lease);
+	set_state(c, COORD_CLOSED);
+	return r;
+}
+
+/*
+ * Returns 0, or -ETIMEDOUT when in-flight mutations did not drain in time
+ * (the leases are released regardless).
+ */
+int coord_shutdown(struct coord *c, int64_t drain_timeout_ms)
+{
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->shutdown_started) {
+		while (!c->shutdown_done)
+			pthread_cond_wait(&c->done, &c->lock);
+		r = c->shutdown_result;
+		pthread_mutex_unlock(&c->lock);
+		return r;
+	}
+	c->shutdown_started = true;
+	pthread_mutex_unlock(&c->lock);
+
+	r = teardown(c, drain_timeout_ms);
+
+	pthread_mutex_lock(&c->lock);
+	c->shutdown_result = r;
+	c->shutdown_done = true;
+	pthread_cond_broadcast(&c->done);
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+void coord_set_release_observer(struct coord *c,
+				void (*fn)(void *ud, const char *lease_name,
+					   int64_t deadline),
+				void *ud)
+{
+	c->observer = fn;
+	c->observer_ud = ud;
+}
+
+/* ---- open ------------------------------------------------------------ */
+
+static int sync_init(struct coord *c)
+{
+	pthread_condattr_t attr;
+	int r;
+
+	r = -pthread_condattr_init(&attr);
+	if (r < 0)
+		return r;
+	r = -pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	if (r < 0)
+		goto out_attr;
+	r = -pthread_cond_init(&c->drained, &attr);
+	if (r < 0)
+		goto out_attr;
+	r = -pthread_cond_init(&c->done, NULL);
+	if (r < 0)
+		goto out_drained;
+	r = -pthread_mutex_init(&c->lock, NULL);
+	if (r < 0)
+		goto out_done;
+	pthread_condattr_destroy(&attr);
+	return 0;
+out_done:
+	pthread_cond_destroy(&c->done);
+out_drained:
+	pthread_cond_destroy(&c->drained);
+out_attr:
+	pthread_condattr_destroy(&attr);
+	return r;
+}
+
+static void sync_destroy(struct coord *c)
+{
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->done);
+	pthread_cond_destroy(&c->drained);
+}
+
+static int check_config(const struct coord_config *cfg, struct lease_err *err)
+{
+	if (!cfg || !cfg->store)
+		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
+				     "coordinator: no lease store given");
+	if (!cfg->root || !*cfg->root)
+		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
+				     "coordinator: no workspace root given");
+	if (cfg->placement != COORD_EXCLUSIVE &&
+	    cfg->placement != COORD_SESSION && cfg->placement != COORD_SHARED)
+		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
+				     "coordinator: unknown placement %d",
+				     (int)cfg->placement);
+	if (cfg->session_id && !lease_uuid_valid(cfg->session_id))
+		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
+				     "coordinator: session id '%s' is not a "
+				     "lowercase UUID", cfg->session_id);
+	if (cfg->release_timeout_ms < 0)
+		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
+				     "coordinator: negative release timeout");
+	return 0;
+}
+
+static int canon_err(struct lease_err *err, int r, const char *what,
+		     const char *path)
+{
+	enum lease_errkind kind = r == -EINVAL || r == -ENAMETOOLONG ?
+				  LEASE_E_USAGE : LEASE_E_IO;
+
+	return lease_err_set(err, kind, r, NULL, "coordinator: cannot "
+			     "canonicalize %s '%s': %s", what, path,
+			     strerror(-r));
+}
+
+/* Session id, lease names and the canonical effective root. */
+static int resolve_names(struct coord *c, const struct coord_config *cfg,
+			 struct lease_err *err)
+{
+	char base[PATH_MAX], joined[PATH_MAX + 40];
+	int r;
+
+	if (cfg->session_id)
+		snprintf(c->session_id, sizeof(c->session_id), "%s",
+			 cfg->session_id);
+	else if ((r = lease_uuid_random(c->session_id,
+					sizeof(c->session_id))) < 0)
+		return lease_err_set(err, LEASE_E_IO, r, NULL, "coordinator: "
+				     "random session id: %s", strerror(-r));
+	r = lease_session_name(c->session_id, c->session_name,
+			       sizeof(c->session_name));
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
+				     "coordinator: bad session id");
+	r = lease_canonical_root(cfg->root, base, sizeof(base));
+	if (r < 0)
+		return canon_err(err, r, "workspace root", cfg->root);
+	if (cfg->placement != COORD_SESSION) {
+		snprintf(c->root, sizeof(c->root), "%s", base);
+	} else {
+		snprintf(joined, sizeof(joined), "%s/%s",
+			 strcmp(base, "/") == 0 ? "" : base, c->session_id);
+		r = lease_canonical_root(joined, c->root, sizeof(c->root));
+		if (r < 0)
+			return canon_err(err, r, "session root", joined);
+	}
+	if (cfg->placement != COORD_EXCLUSIVE)
+		return 0;
+	r = lease_root_name(c->root, c->root_name, sizeof(c->root_name));
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, NULL, "coordinator: "
+				     "root lease name: %s", strerror(-r));
+	return 0;
+}
+
+/* Component-wise: `path` is `root` or lies below it. */
+static bool path_within(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+
+	if (strcmp(root, "/") == 0)
+		return true;
+	return strncmp(path, root, n) == 0 &&
+	       (path[n] == '\0' || path[n] == '/');
+}
+
+/* Refuse a lease directory equal to or inside the effective root. */
+static int check_lease_dir(const struct coord *c, struct lease_err *err)
+{
+	const char *dir = lease_store_local_dir(c->store);
+	char canon[PATH_MAX];
+	int r;
+
+	if (!dir)
+		return 0;
+	r = lease_canonical_root(dir, canon, sizeof(canon));
+	if (r < 0)
+		return canon_err(err, r, "lease directory", dir);
+	if (!path_within(canon, c->root))
+		return 0;
+	return lease_err_set(err, LEASE_E_USAGE, 0, c->root,
+			     "lease directory %s is %s the workspace root %s; "
+			     "put the leases outside the workspace", canon,
+			     strcmp(canon, c->root) == 0 ? "equal to" : "inside",
+			     c->root);
+}
+
+/* Session placement: ROOT/<uuid>, created 0700 if missing. */
+static int make_session_dir(const struct coord *c, struct lease_err *err)
+{
+	struct stat st;
+
+	if (mkdir(c->root, 0700) == 0) {
+		if (chmod(c->root, 0700) < 0)
+			goto fail;
+		return 0;
+	}
+	if (errno != EEXIST)
+		goto fail;
+	if (stat(c->root, &st) < 0)
+		goto fail;
+	if (!S_ISDIR(st.st_mode)) {
+		errno = ENOTDIR;
+		goto fail;
+	}
+	return 0;
+fail:
+	return lease_err_set(err, LEASE_E_IO, -errno, c->root,
+			     "coordinator: session directory %s: %s", c->root,
+			     strerror(errno));
+}
+
+static void release_quietly(struct coord *c, struct lease **l)
+{
+	if (!*l)
+		return;
+	release_one(c, *l);
+	lease_free(*l);
+	*l = NULL;
+}
+
+/* Root lease; contention becomes the busy error naming the canonical root. */
+static int take_root(struct coord *c, int64_t deadline, struct lease_err *err)
+{
+	int r = lease_acquire(c->store, c->root_name, deadline, &c->root_lease,
+			      err);
+	uint64_t epoch;
+
+	if (r >= 0 || err->kind != LEASE_E_HELD)
+		return r;
+	epoch = err->holder_epoch;
+	r = lease_err_set(err, LEASE_E_HELD, 0, c->root,
+			  "workspace busy: %s held at epoch %llu", c->root,
+			  (unsigned long long)epoch);
+	err->holder_epoch = epoch;
+	return r;
+}
+
+/* Leases in order, then the placement directory and the hook. */
+static int take_leases(struct coord *c, const struct coord_config *cfg,
+		       struct lease_err *err)
+{
+	int r;
+
+	r = lease_acquire(c->store, c->session_name, cfg->acquire_deadline,
+			  &c->session_lease, err);
+	if (r < 0)
+		return r;
+	if (cfg->placement == COORD_EXCLUSIVE) {
+		r = take_root(c, cfg->acquire_deadline, err);
+		if (r < 0)
+			goto out_session;
+	}
+	if (cfg->placement == COORD_SESSION) {
+		r = make_session_dir(c, err);
+		if (r < 0)
+			goto out_session;
+	}
+	if (cfg->after_acquire) {
+		r = cfg->after_acquire(cfg->after_acquire_userdata, c->root,
+				       err);
+		if (r > 0)
+			r = -r;
+		if (r < 0)
+			goto out_root;
+	}
+	return 0;
+out_root:
+	release_quietly(c, &c->root_lease);
+out_session:
+	release_quietly(c, &c->session_lease);
+	return r;
+}
+
+int coord_open(const struct coord_config *cfg, struct coord **out,
+	       struct lease_err *err)
+{
+	struct lease_err local = { 0 };
+	struct coord *c;
+	int r;
+
+	if (!err)
+		err = &local;
+	*out = NULL;
+	r = check_config(cfg, err);
+	if (r < 0)
+		return r;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL,
+				     "out of memory");
+	r = sync_init(c);
+	if (r < 0) {
+		free(c);
+		return lease_err_set(err, LEASE_E_IO, r, NULL,
+				     "coordinator: %s", strerror(-r));
+	}
+	c->placement = cfg->placement;
+	c->store = cfg->store;
+	c->release_timeout_ms = cfg->release_timeout_ms ?
+				cfg->release_timeout_ms :
+				DEFAULT_RELEASE_TIMEOUT_MS;
+	c->on_loss = cfg->on_loss;
+	c->on_loss_userdata = cfg->on_loss_userdata;
+	atomic_init(&c->word, WORD(COORD_HELD, LEASE_LOSS_NONE));
+	atomic_init(&c->inflight, 0);
+
+	r = resolve_names(c, cfg, err);
+	if (r < 0)
+		goto out_free;
+	r = check_lease_dir(c, err);
+	if (r < 0)
+		goto out_free;
+	r = take_leases(c, cfg, err);
+	if (r < 0)
+		goto out_free;
+	if (c->root_lease)
+		lease_set_loss_cb(c->root_lease, on_lease_loss, c);
+	lease_set_loss_cb(c->session_lease, on_lease_loss, c);
+	*out = c;
+	return 0;
+out_free:
+	sync_destroy(c);
+	free(c);
+	return r;
+}
+
+void coord_free(struct coord *c)
+{
+	if (!c)
+		return;
+	coord_shutdown(c, 0);
+	lease_free(c->root_lease);
+	lease_free(c->session_lease);
+	sync_destroy(c);
+	free(c);
+}
+
+/* ---- accessors -------------------------------------------------------- */
+
+enum coord_state coord_state(struct coord *c)
+{
+	return WORD_STATE(atomic_load(&c->word));
+}
+
+enum lease_loss coord_loss_reason(struct coord *c)
+{
+	return WORD_LOSS(atomic_load(&c->word));
+}
+
+enum coord_placement coord_placement(const struct coord *c)
+{
+	return c->placement;
+}
+
+const char *coord_root(const struct coord *c)
+{
+	return c->root;
+}
+
+const char *coord_session_id(const struct coord *c)
+{
+	return c->session_id;
+}
+
+const char *coord_root_lease_name(const struct coord *c)
+{
+	return c->root_name;
+}
+
+uint64_t coord_root_epoch(const struct coord *c)
+{
+	return c->root_lease ? lease_epoch(c->root_lease) : 0;
+}
+
+const char *coord_session_lease_name(const struct coord *c)
+{
+	return c->session_name;
+}
+
+uint64_t coord_session_epoch(const struct coord *c)
+{
+	return c->session_lease ? lease_epoch(c->session_lease) : 0;
+}

@@ -95,4 +95,15 @@ uint64_t coord_root_epoch(const struct coord *c);    /* 0 if none */
 const char *coord_session_lease_name(const struct coord *c);
 uint64_t coord_session_epoch(const struct coord *c);
 
+/*
+ * Test hook (added after the contract was fixed): `fn` is called by the
+ * teardown just before each lease release, with the lease name and the
+ * fresh release deadline, in release order.  Set it before
+ * coord_shutdown() begins; it is not synchronized.
+ */
+void coord_set_release_observer(struct coord *c,
+				void (*fn)(void *ud, const char *lease_name,
+					   int64_t deadline),
+				void *ud);
+
 #endif
