@@ -1,8 +1,1038 @@
 /* SPDX-License-Identifier: MIT */
-/* File backend (placeholder until implemented). */
+/*
+ * File backend ("file:DIR", "file" = LEASE_FILE_DEFAULT_DIR).
+ *
+ * Per name NAME (segments become subdirectories of DIR):
+ *   NAME.lock  lock target; never replaced or deleted.
+ *              byte 0: F_OFD_SETLK write lock held for the life of a grant
+ *                      (the kernel drops it when the holder dies).
+ *              byte 1: record lock, held only around a read-modify-write
+ *                      of NAME.rec (acquire, release, revoke).
+ *   NAME.rec   the record (version, name, epoch, state, pid, holder and a
+ *              sha256 over the rest), replaced atomically by writing
+ *              NAME.rec.tmp, fsync, rename, fsync of the directory.
+ *
+ * Lock order: byte 1 before byte 0.  Nobody ever waits for byte 0 (it is
+ * only tried), so the order cannot deadlock.
+ *
+ * A missing record means epoch 0.  A record that fails to parse or fails
+ * its checksum is LEASE_E_CORRUPT and nothing is written.  Writers never
+ * lower the epoch.
+ *
+ * Loss is detected by an event: each lease has a watcher thread with an
+ * inotify watch on the record's directory; when the record is replaced and
+ * no longer shows this lease holding it, loss fires and the byte-0 lock is
+ * dropped so a successor can acquire at once.  One inotify instance per
+ * held lease (bounded by fs.inotify.max_user_instances).
+ */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
 #include "backend.h"
-static int ph_open(struct lease_store *s, const char *r, struct lease_err *e)
-{ (void)s; (void)r; return lease_err_set(e, LEASE_E_IO, -ENOSYS, NULL, "file backend not built yet"); }
-static void ph_close(struct lease_store *s) { (void)s; }
-const struct lease_backend lease_backend_file = { .scheme = "file", .open = ph_open, .close = ph_close };
+
+#define REC_MAGIC "leasefs-lease-record v1"
+#define REC_MAX 4096
+/* A record-lock holder only does a read-modify-write; wait at least this
+ * long for it even when the caller's deadline has already passed. */
+#define REC_LOCK_GRACE_MS 2000
+
+struct file_store {
+	char *dir;  /* canonical absolute path of the lease directory */
+	int dirfd;  /* O_DIRECTORY fd of dir; read-only after open */
+};
+
+struct rec {
+	uint64_t epoch;
+	enum lease_state state;
+	pid_t pid;
+	char holder[128];
+};
+
+struct file_lease {
+	/* fd_lock protects lock_fd (the byte-0 grant lock). */
+	pthread_mutex_t fd_lock;
+	int lock_fd;    /* -1 once dropped */
+	int ino_fd;     /* inotify watching the record's directory */
+	int stop_fd;    /* eventfd: written to stop the watcher */
+	bool thr_running;
+	pthread_t thr;
+	char base[NAME_MAX + 1]; /* record file name, "LAST.rec" */
+};
+
+static struct file_store *fs_of(const struct lease_store *store)
+{
+	return store->priv;
+}
+
+/* ---- paths ---------------------------------------------------------- */
+
+/* "NAME" + suffix, relative to the store directory. */
+static int rel_path(char *buf, size_t sz, const char *name, const char *sfx)
+{
+	int n = snprintf(buf, sz, "%s%s", name, sfx);
+
+	return n < 0 || (size_t)n >= sz ? -ENAMETOOLONG : 0;
+}
+
+/* Create the parent directories of NAME under dirfd (0700). */
+static int make_parents(int dirfd, const char *name)
+{
+	char buf[LEASE_NAME_MAX + 1];
+
+	snprintf(buf, sizeof(buf), "%s", name);
+	for (char *p = strchr(buf, '/'); p; p = strchr(p + 1, '/')) {
+		*p = '\0';
+		if (mkdirat(dirfd, buf, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	return 0;
+}
+
+/* Open the directory holding NAME's files (for fsync and inotify). */
+static int open_parent(int dirfd, const char *name)
+{
+	char buf[LEASE_NAME_MAX + 1];
+	const char *slash = strrchr(name, '/');
+	int fd;
+
+	if (!slash)
+		fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	else {
+		snprintf(buf, sizeof(buf), "%.*s", (int)(slash - name), name);
+		fd = openat(dirfd, buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+static int mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+	int n = snprintf(buf, sizeof(buf), "%s", path);
+
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* ---- byte locks ----------------------------------------------------- */
+
+static int ofd_lock(int fd, int cmd, short type, off_t byte)
+{
+	struct flock fl = {
+		.l_type = type, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1,
+	};
+
+	return fcntl(fd, cmd, &fl) < 0 ? -errno : 0;
+}
+
+/* Try the byte-0 grant lock: 0, -EAGAIN if held elsewhere, or -errno. */
+static int grant_trylock(int fd)
+{
+	int r = ofd_lock(fd, F_OFD_SETLK, F_WRLCK, 0);
+
+	return r == -EACCES ? -EAGAIN : r;
+}
+
+/* Whether some open file description holds byte 0 (a live grant). */
+static int grant_is_held(int fd, bool *held)
+{
+	struct flock fl = {
+		.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1,
+	};
+
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		return -errno;
+	*held = fl.l_type != F_UNLCK;
+	return 0;
+}
+
+/*
+ * Take the byte-1 record lock, waiting until `deadline` but at least
+ * REC_LOCK_GRACE_MS (a holder only ever does one read-modify-write).
+ * Returns 0 or -ETIMEDOUT / -errno.
+ */
+static int rec_lock(int fd, int64_t deadline)
+{
+	int64_t grace = lease_deadline_ms(REC_LOCK_GRACE_MS);
+	int64_t until = deadline > grace ? deadline : grace;
+	long nap_ns = 50000;
+	int r;
+
+	for (;;) {
+		r = ofd_lock(fd, F_OFD_SETLK, F_WRLCK, 1);
+		if (r != -EAGAIN && r != -EACCES)
+			return r;
+		if (lease_deadline_passed(until))
+			return -ETIMEDOUT;
+		struct timespec ts = { 0, nap_ns };
+		nanosleep(&ts, NULL);
+		if (nap_ns < 1000000)
+			nap_ns *= 2;
+	}
+}
+
+static void rec_unlock(int fd)
+{
+	/* Unlocking a lock we hold cannot fail on a valid fd. */
+	(void)ofd_lock(fd, F_OFD_SETLK, F_UNLCK, 1);
+}
+
+/* Open (creating if asked) NAME.lock.  Returns fd or -errno. */
+static int open_lockfile(struct file_store *fs, const char *name, bool create)
+{
+	char rel[LEASE_NAME_MAX + 16];
+	int r = rel_path(rel, sizeof(rel), name, ".lock");
+	int fd;
+
+	if (r < 0)
+		return r;
+	if (create) {
+		r = make_parents(fs->dirfd, name);
+		if (r < 0)
+			return r;
+	}
+	fd = openat(fs->dirfd, rel,
+		    O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0),
+		    0600);
+	return fd < 0 ? -errno : fd;
+}
+
+/* ---- records -------------------------------------------------------- */
+
+static int sha256_hex(const char *data, size_t len, char out[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) ||
+	    mdlen != 32)
+		return -EIO;
+	for (unsigned int i = 0; i < mdlen; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+static const char *state_word(enum lease_state st)
+{
+	return lease_state_str(st);
+}
+
+static int state_parse(const char *s, enum lease_state *st)
+{
+	if (strcmp(s, "held") == 0)
+		*st = LEASE_STATE_HELD;
+	else if (strcmp(s, "free") == 0)
+		*st = LEASE_STATE_FREE;
+	else if (strcmp(s, "revoked") == 0)
+		*st = LEASE_STATE_REVOKED;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* Holder descriptions are one printable line. */
+static void holder_clean(char *dst, size_t sz, const char *src)
+{
+	size_t i = 0;
+
+	for (; src && src[i] && i + 1 < sz; i++)
+		dst[i] = (src[i] >= 0x20 && src[i] < 0x7f) ? src[i] : '?';
+	dst[i] = '\0';
+}
+
+static int rec_format(char *buf, size_t sz, const char *name,
+		      const struct rec *rec)
+{
+	char hex[65];
+	int n = snprintf(buf, sz, REC_MAGIC "\nname %s\nepoch %" PRIu64
+			 "\nstate %s\npid %d\nholder %s\n", name, rec->epoch,
+			 state_word(rec->state), (int)rec->pid, rec->holder);
+	int m;
+
+	if (n < 0 || (size_t)n >= sz)
+		return -ENAMETOOLONG;
+	if (sha256_hex(buf, (size_t)n, hex) < 0)
+		return -EIO;
+	m = snprintf(buf + n, sz - (size_t)n, "sha256 %s\n", hex);
+	if (m < 0 || (size_t)(n + m) >= sz)
+		return -ENAMETOOLONG;
+	return n + m;
+}
+
+/* Next line of `*p` (NUL-terminated in place); NULL at the end. */
+static char *next_line(char **p)
+{
+	char *s = *p, *nl;
+
+	if (!s || !*s)
+		return NULL;
+	nl = strchr(s, '\n');
+	if (!nl)
+		return NULL; /* every line ends in '\n' */
+	*nl = '\0';
+	*p = nl + 1;
+	return s;
+}
+
+static const char *field(char *line, const char *key)
+{
+	size_t n = strlen(key);
+
+	if (!line || strncmp(line, key, n) != 0 || line[n] != ' ')
+		return NULL;
+	return line + n + 1;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	return errno || *end ? -EINVAL : 0;
+}
+
+/* Parse and verify a record.  Returns 0 or -EINVAL with *why set. */
+static int rec_parse(char *buf, size_t len, const char *name, struct rec *rec,
+		     const char **why)
+{
+	char hex[65], *p = buf, *l, *sum = NULL;
+	const char *v;
+	uint64_t u;
+
+	for (char *q = strstr(buf, "\nsha256 "); q; q = strstr(q + 1, "\nsha256 "))
+		sum = q + 1;
+	*why = "checksum line missing";
+	if (!sum || strlen(buf) != len || strlen(sum) != 7 + 64 + 1 ||
+	    sum[7 + 64] != '\n')
+		return -EINVAL;
+	*why = "checksum mismatch";
+	if (sha256_hex(buf, (size_t)(sum - buf), hex) < 0 ||
+	    strncmp(sum + 7, hex, 64) != 0)
+		return -EINVAL;
+	*sum = '\0'; /* the checked body ends here */
+	*why = "bad header";
+	l = next_line(&p);
+	if (!l || strcmp(l, REC_MAGIC) != 0)
+		return -EINVAL;
+	*why = "name does not match";
+	v = field(next_line(&p), "name");
+	if (!v || strcmp(v, name) != 0)
+		return -EINVAL;
+	*why = "bad epoch";
+	if (parse_u64(field(next_line(&p), "epoch"), &rec->epoch) < 0)
+		return -EINVAL;
+	*why = "bad state";
+	v = field(next_line(&p), "state");
+	if (!v || state_parse(v, &rec->state) < 0)
+		return -EINVAL;
+	*why = "bad pid";
+	if (parse_u64(field(next_line(&p), "pid"), &u) < 0 || u > INT_MAX)
+		return -EINVAL;
+	rec->pid = (pid_t)u;
+	*why = "bad holder";
+	v = field(next_line(&p), "holder");
+	if (!v)
+		return -EINVAL;
+	holder_clean(rec->holder, sizeof(rec->holder), v);
+	return 0;
+}
+
+static int read_all(int fd, char *buf, size_t sz, size_t *len)
+{
+	size_t n = 0;
+
+	while (n < sz) {
+		ssize_t k = read(fd, buf + n, sz - n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			break;
+		n += (size_t)k;
+	}
+	*len = n;
+	return 0;
+}
+
+/*
+ * Read NAME.rec.  Missing record: epoch 0, free, *exists = false.
+ * Failure to parse: LEASE_E_CORRUPT naming the file.
+ */
+static int rec_read(struct file_store *fs, const char *name, struct rec *rec,
+		    bool *exists, struct lease_err *err)
+{
+	char rel[LEASE_NAME_MAX + 16], buf[REC_MAX + 1];
+	const char *why = NULL;
+	size_t len = 0;
+	int fd, r;
+
+	memset(rec, 0, sizeof(*rec));
+	rec->state = LEASE_STATE_FREE;
+	if (exists)
+		*exists = false;
+	r = rel_path(rel, sizeof(rel), name, ".rec");
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, name, "name too long");
+	fd = openat(fs->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0)
+		return lease_err_set(err, LEASE_E_IO, -errno, name,
+				     "cannot open lease record %s/%s: %s",
+				     fs->dir, rel, strerror(errno));
+	r = read_all(fd, buf, sizeof(buf), &len);
+	close(fd);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, name,
+				     "cannot read lease record %s/%s: %s",
+				     fs->dir, rel, strerror(-r));
+	if (exists)
+		*exists = true;
+	buf[len < sizeof(buf) ? len : sizeof(buf) - 1] = '\0';
+	if (len > REC_MAX)
+		why = "record too large";
+	else if (rec_parse(buf, len, name, rec, &why) == 0)
+		return 0;
+	return lease_err_set(err, LEASE_E_CORRUPT, 0, name,
+			     "lease record %s/%s is corrupt (%s); fix or remove "
+			     "it by hand, its epoch must not be reset",
+			     fs->dir, rel, why);
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t k = write(fd, buf, len);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		buf += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Write tmp, fsync, rename over NAME.rec.  Caller holds the record lock. */
+static int rec_replace(struct file_store *fs, const char *name, const char *data,
+		       size_t len)
+{
+	char rel[LEASE_NAME_MAX + 16], tmp[LEASE_NAME_MAX + 16];
+	int fd, dfd, r;
+
+	r = rel_path(rel, sizeof(rel), name, ".rec");
+	if (r == 0)
+		r = rel_path(tmp, sizeof(tmp), name, ".rec.tmp");
+	if (r < 0)
+		return r;
+	fd = openat(fs->dirfd, tmp,
+		    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	r = write_all(fd, data, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r < 0)
+		goto out_unlink;
+	if (renameat(fs->dirfd, tmp, fs->dirfd, rel) < 0) {
+		r = -errno;
+		goto out_unlink;
+	}
+	dfd = open_parent(fs->dirfd, name);
+	if (dfd < 0)
+		return dfd;
+	r = fsync(dfd) < 0 ? -errno : 0;
+	close(dfd);
+	return r;
+out_unlink:
+	unlinkat(fs->dirfd, tmp, 0);
+	return r;
+}
+
+/* Durably store `rec` as NAME's record.  Caller holds the record lock. */
+static int rec_write(struct file_store *fs, const char *name,
+		     const struct rec *rec, struct lease_err *err)
+{
+	char buf[REC_MAX];
+	int n = rec_format(buf, sizeof(buf), name, rec);
+	int r = n < 0 ? n : rec_replace(fs, name, buf, (size_t)n);
+
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, name,
+				     "cannot write lease record for '%s' in %s: %s",
+				     name, fs->dir, strerror(-r));
+	return 0;
+}
+
+/* ---- watcher -------------------------------------------------------- */
+
+static void drop_grant(struct file_lease *fl)
+{
+	pthread_mutex_lock(&fl->fd_lock);
+	if (fl->lock_fd >= 0) {
+		close(fl->lock_fd);
+		fl->lock_fd = -1;
+	}
+	pthread_mutex_unlock(&fl->fd_lock);
+}
+
+/* Whether the inotify events in buf mention our record file. */
+static bool events_match(const char *buf, ssize_t n, const char *base)
+{
+	const struct inotify_event *ev;
+
+	for (const char *p = buf; p < buf + n;
+	     p += sizeof(*ev) + ev->len) {
+		ev = (const struct inotify_event *)p;
+		if (ev->mask & (IN_Q_OVERFLOW | IN_IGNORED | IN_DELETE_SELF))
+			return true;
+		if (ev->len && strcmp(ev->name, base) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Loss reason implied by the record, or NONE while it is still ours. */
+static enum lease_loss check_record(struct lease *l)
+{
+	struct rec rec;
+	bool exists;
+
+	if (rec_read(fs_of(l->store), l->name, &rec, &exists, NULL) < 0 ||
+	    !exists)
+		return LEASE_LOSS_STORE;
+	if (rec.state == LEASE_STATE_REVOKED)
+		return LEASE_LOSS_REVOKED;
+	if (rec.epoch != l->epoch)
+		return LEASE_LOSS_TAKEOVER;
+	if (rec.state != LEASE_STATE_HELD)
+		return LEASE_LOSS_STORE;
+	return LEASE_LOSS_NONE;
+}
+
+/* Runs until stopped or until loss: then fires loss and drops the grant. */
+static void *watcher_main(void *arg)
+{
+	struct lease *l = arg;
+	struct file_lease *fl = l->priv;
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	struct pollfd p[2] = {
+		{ .fd = fl->stop_fd, .events = POLLIN },
+		{ .fd = fl->ino_fd, .events = POLLIN },
+	};
+	enum lease_loss why = LEASE_LOSS_NONE;
+
+	while (why == LEASE_LOSS_NONE) {
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			why = LEASE_LOSS_STORE;
+			break;
+		}
+		if (p[0].revents)
+			return NULL;
+		ssize_t n = read(fl->ino_fd, buf, sizeof(buf));
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0) {
+			why = LEASE_LOSS_STORE;
+			break;
+		}
+		if (events_match(buf, n, fl->base))
+			why = check_record(l);
+	}
+	/* Fail closed: the holder learns of the loss before a successor can
+	 * take the grant lock. */
+	lease_mark_lost(l, why);
+	drop_grant(fl);
+	return NULL;
+}
+
+static void watcher_stop(struct file_lease *fl)
+{
+	uint64_t one = 1;
+
+	if (!fl->thr_running)
+		return;
+	if (write(fl->stop_fd, &one, sizeof(one)) < 0) {
+		/* an eventfd write of 1 only fails on overflow */
+	}
+	pthread_join(fl->thr, NULL);
+	fl->thr_running = false;
+}
+
+static void file_lease_destroy(struct file_lease *fl)
+{
+	if (!fl)
+		return;
+	watcher_stop(fl);
+	if (fl->lock_fd >= 0)
+		close(fl->lock_fd);
+	if (fl->ino_fd >= 0)
+		close(fl->ino_fd);
+	if (fl->stop_fd >= 0)
+		close(fl->stop_fd);
+	pthread_mutex_destroy(&fl->fd_lock);
+	free(fl);
+}
+
+/* Set up the watch on NAME's directory (before the record is written). */
+static int file_lease_new(struct file_store *fs, const char *name, int lock_fd,
+			  struct file_lease **out)
+{
+	struct file_lease *fl = calloc(1, sizeof(*fl));
+	const char *slash = strrchr(name, '/');
+	char dir[PATH_MAX];
+	int n, r;
+
+	if (!fl)
+		return -ENOMEM;
+	pthread_mutex_init(&fl->fd_lock, NULL);
+	fl->lock_fd = -1;
+	fl->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	fl->ino_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (fl->stop_fd < 0 || fl->ino_fd < 0) {
+		r = -errno;
+		goto err_free;
+	}
+	snprintf(fl->base, sizeof(fl->base), "%s.rec", slash ? slash + 1 : name);
+	if (slash)
+		n = snprintf(dir, sizeof(dir), "%s/%.*s", fs->dir,
+			     (int)(slash - name), name);
+	else
+		n = snprintf(dir, sizeof(dir), "%s", fs->dir);
+	if (n < 0 || (size_t)n >= sizeof(dir)) {
+		r = -ENAMETOOLONG;
+		goto err_free;
+	}
+	if (inotify_add_watch(fl->ino_fd, dir, IN_MOVED_TO | IN_CLOSE_WRITE |
+			      IN_DELETE_SELF | IN_ONLYDIR) < 0) {
+		r = -errno;
+		goto err_free;
+	}
+	fl->lock_fd = lock_fd;
+	*out = fl;
+	return 0;
+err_free:
+	file_lease_destroy(fl);
+	return r;
+}
+
+/* ---- store ---------------------------------------------------------- */
+
+static int file_open(struct lease_store *store, const char *rest,
+		     struct lease_err *err)
+{
+	const char *dir = rest && *rest ? rest : LEASE_FILE_DEFAULT_DIR;
+	struct file_store *fs = calloc(1, sizeof(*fs));
+	char real[PATH_MAX];
+	int r;
+
+	if (!fs)
+		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
+	fs->dirfd = -1;
+	r = mkdir_p(dir);
+	if (r == 0 && !realpath(dir, real))
+		r = -errno;
+	if (r < 0) {
+		lease_err_set(err, LEASE_E_UNREACHABLE, 0, NULL,
+			      "cannot create lease directory %s: %s", dir,
+			      strerror(-r));
+		goto err_free;
+	}
+	fs->dir = strdup(real);
+	fs->dirfd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!fs->dir || fs->dirfd < 0) {
+		lease_err_set(err, LEASE_E_UNREACHABLE, 0, NULL,
+			      "cannot open lease directory %s: %s", real,
+			      strerror(fs->dir ? errno : ENOMEM));
+		r = lease_errkind_errno(LEASE_E_UNREACHABLE);
+		goto err_free;
+	}
+	store->priv = fs;
+	return 0;
+err_free:
+	if (fs->dirfd >= 0)
+		close(fs->dirfd);
+	free(fs->dir);
+	free(fs);
+	return lease_errkind_errno(LEASE_E_UNREACHABLE);
+}
+
+/* Leases of the store must have been freed before close. */
+static void file_close(struct lease_store *store)
+{
+	struct file_store *fs = fs_of(store);
+
+	if (!fs)
+		return;
+	close(fs->dirfd);
+	free(fs->dir);
+	free(fs);
+	store->priv = NULL;
+}
+
+static const char *file_local_dir(const struct lease_store *store)
+{
+	return fs_of(store)->dir;
+}
+
+/* ---- acquire -------------------------------------------------------- */
+
+static int held_error(const char *name, const struct rec *rec,
+		      struct lease_err *err)
+{
+	/* A revoked record carries the epoch that superseded the holder. */
+	uint64_t e = rec->state == LEASE_STATE_REVOKED && rec->epoch
+		? rec->epoch - 1 : rec->epoch;
+	int r = lease_err_set(err, LEASE_E_HELD, 0, name,
+			      "lease '%s' is held at epoch %" PRIu64
+			      " by pid %d%s%s", name, e, (int)rec->pid,
+			      rec->holder[0] ? " " : "", rec->holder);
+
+	if (err)
+		err->holder_epoch = e;
+	return r;
+}
+
+/* Record the grant and start its watcher.  Caller holds both locks on
+ * lock_fd; on success lock_fd belongs to *out. */
+static int grant(struct lease_store *store, const char *name, int lock_fd,
+		 const struct rec *old, struct lease **out,
+		 struct lease_err *err)
+{
+	struct file_store *fs = fs_of(store);
+	struct file_lease *fl = NULL;
+	struct lease *l = NULL;
+	struct rec rec = { .epoch = old->epoch + 1, .state = LEASE_STATE_HELD,
+			   .pid = getpid() };
+	int r;
+
+	holder_clean(rec.holder, sizeof(rec.holder), store->opts.holder);
+	r = lease_alloc(store, name, rec.epoch, &l);
+	if (r == 0)
+		r = file_lease_new(fs, name, -1, &fl);
+	if (r < 0) {
+		r = lease_err_set(err, LEASE_E_IO, r, name,
+				  "cannot set up lease '%s': %s", name,
+				  strerror(-r));
+		goto err_free;
+	}
+	r = rec_write(fs, name, &rec, err);
+	if (r < 0)
+		goto err_free;
+	l->priv = fl;
+	r = pthread_create(&fl->thr, NULL, watcher_main, l);
+	if (r != 0) {
+		r = lease_err_set(err, LEASE_E_IO, -r, name,
+				  "cannot start lease watcher: %s", strerror(r));
+		goto err_free;
+	}
+	fl->thr_running = true;
+	pthread_mutex_lock(&fl->fd_lock);
+	fl->lock_fd = lock_fd;
+	pthread_mutex_unlock(&fl->fd_lock);
+	*out = l;
+	return 0;
+err_free:
+	file_lease_destroy(fl);
+	lease_dispose(l);
+	return r;
+}
+
+static int file_try_acquire(struct lease_store *store, const char *name,
+			    int64_t deadline, struct lease **out,
+			    struct lease_err *err)
+{
+	struct file_store *fs = fs_of(store);
+	struct rec rec;
+	int fd, r;
+
+	fd = open_lockfile(fs, name, true);
+	if (fd < 0)
+		return lease_err_set(err, LEASE_E_IO, fd, name,
+				     "cannot open lock file for '%s' in %s: %s",
+				     name, fs->dir, strerror(-fd));
+	r = rec_lock(fd, deadline);
+	if (r < 0) {
+		r = r == -ETIMEDOUT
+			? lease_err_set(err, LEASE_E_TIMEOUT, 0, name,
+					"record lock of '%s' stayed busy", name)
+			: lease_err_set(err, LEASE_E_IO, r, name,
+					"cannot lock record of '%s': %s", name,
+					strerror(-r));
+		goto out_close;
+	}
+	r = grant_trylock(fd);
+	if (r < 0 && r != -EAGAIN) {
+		r = lease_err_set(err, LEASE_E_IO, r, name,
+				  "cannot lock '%s': %s", name, strerror(-r));
+		goto out_close;
+	}
+	bool contended = r == -EAGAIN;
+	r = rec_read(fs, name, &rec, NULL, err);
+	if (r < 0)
+		goto out_close;
+	if (contended) {
+		r = held_error(name, &rec, err);
+		goto out_close;
+	}
+	r = grant(store, name, fd, &rec, out, err);
+	if (r < 0)
+		goto out_close;
+	rec_unlock(fd);
+	return 0;
+out_close:
+	close(fd); /* drops both byte locks */
+	return r;
+}
+
+/* ---- release and revoke -------------------------------------------- */
+
+static int file_release(struct lease *l, int64_t deadline)
+{
+	struct file_store *fs = fs_of(l->store);
+	struct file_lease *fl = l->priv;
+	struct rec rec;
+	int fd, r;
+
+	watcher_stop(fl);
+	fd = open_lockfile(fs, l->name, false);
+	if (fd < 0) {
+		r = fd;
+		goto out_drop;
+	}
+	r = rec_lock(fd, deadline);
+	if (r < 0)
+		goto out_close;
+	r = rec_read(fs, l->name, &rec, NULL, NULL);
+	if (r < 0 || rec.epoch != l->epoch || rec.state != LEASE_STATE_HELD)
+		goto out_close; /* superseded or unreadable: not ours to clear */
+	rec.state = LEASE_STATE_FREE;
+	r = rec_write(fs, l->name, &rec, NULL);
+out_close:
+	drop_grant(fl);
+	close(fd);
+	return r < 0 ? r : 0;
+out_drop:
+	drop_grant(fl);
+	return r;
+}
+
+static void file_free_lease(struct lease *l)
+{
+	file_lease_destroy(l->priv);
+	l->priv = NULL;
+}
+
+static int file_revoke(struct lease_store *store, const char *name,
+		       int64_t deadline, struct lease_err *err)
+{
+	struct file_store *fs = fs_of(store);
+	struct rec rec;
+	bool held = false;
+	int fd, r;
+
+	fd = open_lockfile(fs, name, false);
+	if (fd == -ENOENT)
+		return lease_err_set(err, LEASE_E_IO, -ENOENT, name,
+				     "cannot revoke '%s': not held", name);
+	if (fd < 0)
+		return lease_err_set(err, LEASE_E_IO, fd, name,
+				     "cannot open lock file of '%s': %s", name,
+				     strerror(-fd));
+	r = rec_lock(fd, deadline);
+	if (r < 0) {
+		r = lease_err_set(err, r == -ETIMEDOUT ? LEASE_E_TIMEOUT : LEASE_E_IO,
+				  r, name, "cannot lock record of '%s': %s",
+				  name, strerror(-r));
+		goto out_close;
+	}
+	r = grant_is_held(fd, &held);
+	if (r < 0) {
+		r = lease_err_set(err, LEASE_E_IO, r, name,
+				  "cannot test lock of '%s': %s", name,
+				  strerror(-r));
+		goto out_close;
+	}
+	r = rec_read(fs, name, &rec, NULL, err);
+	if (r < 0)
+		goto out_close;
+	if (!held || rec.state != LEASE_STATE_HELD) {
+		r = lease_err_set(err, LEASE_E_IO, -ENOENT, name,
+				  "cannot revoke '%s': not held", name);
+		goto out_close;
+	}
+	rec.epoch++;
+	rec.state = LEASE_STATE_REVOKED;
+	r = rec_write(fs, name, &rec, err);
+out_close:
+	close(fd);
+	return r;
+}
+
+/* ---- operator view -------------------------------------------------- */
+
+static int file_show(struct lease_store *store, const char *name,
+		     struct lease_info *info, struct lease_err *err)
+{
+	struct file_store *fs = fs_of(store);
+	struct rec rec;
+	bool held = false;
+	int fd, r;
+
+	memset(info, 0, sizeof(*info));
+	snprintf(info->name, sizeof(info->name), "%s", name);
+	r = rec_read(fs, name, &rec, NULL, err);
+	if (r < 0)
+		return r;
+	fd = open_lockfile(fs, name, false);
+	if (fd >= 0) {
+		r = grant_is_held(fd, &held);
+		close(fd);
+	} else if (fd != -ENOENT) {
+		r = fd;
+	}
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, name,
+				     "cannot test lock of '%s': %s", name,
+				     strerror(-r));
+	info->epoch = rec.epoch;
+	if (rec.state == LEASE_STATE_REVOKED)
+		info->state = LEASE_STATE_REVOKED;
+	else
+		info->state = held ? LEASE_STATE_HELD : LEASE_STATE_FREE;
+	if (info->state == LEASE_STATE_HELD) {
+		info->holder_pid = rec.pid;
+		snprintf(info->holder, sizeof(info->holder), "%s", rec.holder);
+	}
+	return 0;
+}
+
+struct walk {
+	struct lease_store *store;
+	lease_list_cb cb;
+	void *userdata;
+	struct lease_err *err;
+};
+
+static int walk_dir(struct walk *w, int dfd, char *prefix, size_t plen);
+
+/* One directory entry: recurse into directories, report *.rec files. */
+static int walk_entry(struct walk *w, int dfd, const char *ent, char *prefix,
+		      size_t plen)
+{
+	size_t n = strlen(ent);
+	struct lease_info info;
+	struct stat st;
+	int r;
+
+	if (plen + n + 2 > LEASE_NAME_MAX + 8)
+		return 0;
+	if (fstatat(dfd, ent, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0; /* vanished */
+	if (S_ISDIR(st.st_mode)) {
+		int sub = openat(dfd, ent, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+				 O_NOFOLLOW);
+
+		if (sub < 0)
+			return 0;
+		sprintf(prefix + plen, "%s/", ent);
+		r = walk_dir(w, sub, prefix, plen + n + 1);
+		prefix[plen] = '\0';
+		return r;
+	}
+	if (!S_ISREG(st.st_mode) || n <= 4 || strcmp(ent + n - 4, ".rec") != 0)
+		return 0;
+	sprintf(prefix + plen, "%.*s", (int)(n - 4), ent);
+	r = 0;
+	if (lease_name_validate(prefix, NULL) == 0) {
+		r = file_show(w->store, prefix, &info, w->err);
+		if (r == 0)
+			r = w->cb(&info, w->userdata);
+	}
+	prefix[plen] = '\0';
+	return r;
+}
+
+/* Takes ownership of dfd. */
+static int walk_dir(struct walk *w, int dfd, char *prefix, size_t plen)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+	int r = 0;
+
+	if (!d) {
+		close(dfd);
+		return 0;
+	}
+	while (r == 0 && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		r = walk_entry(w, dirfd(d), de->d_name, prefix, plen);
+	}
+	closedir(d);
+	return r;
+}
+
+static int file_list(struct lease_store *store, lease_list_cb cb,
+		     void *userdata, struct lease_err *err)
+{
+	struct file_store *fs = fs_of(store);
+	struct walk w = { store, cb, userdata, err };
+	char prefix[LEASE_NAME_MAX + 16] = "";
+	int dfd = openat(fs->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (dfd < 0)
+		return lease_err_set(err, LEASE_E_IO, -errno, NULL,
+				     "cannot open lease directory %s: %s",
+				     fs->dir, strerror(errno));
+	return walk_dir(&w, dfd, prefix, 0);
+}
+
+const struct lease_backend lease_backend_file = {
+	.scheme = "file",
+	.open = file_open,
+	.close = file_close,
+	.try_acquire = file_try_acquire,
+	.release = file_release,
+	.free_lease = file_free_lease,
+	.list = file_list,
+	.show = file_show,
+	.revoke = file_revoke,
+	.local_dir = file_local_dir,
+};

@@ -1,10 +1,308 @@
 /* SPDX-License-Identifier: MIT */
-/* Mem backend (placeholder until implemented). */
+/*
+ * Mem backend ("mem:"): a process-local lease table for tests.
+ *
+ * Each open is a new, independent store.  Semantics follow the file
+ * backend: epochs are monotonic per name for the life of the store, a
+ * revoke supersedes the holder's epoch (state revoked), a release clears
+ * the entry only if it still carries the releasing lease's epoch.
+ * lease_mem_force_loss() simulates expiry (frees the name) and takeover
+ * (a phantom holder gets epoch+1).
+ */
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "backend.h"
-static int ph_open(struct lease_store *s, const char *r, struct lease_err *e)
-{ (void)s; (void)r; return lease_err_set(e, LEASE_E_IO, -ENOSYS, NULL, "mem backend not built yet"); }
-static void ph_close(struct lease_store *s) { (void)s; }
-const struct lease_backend lease_backend_mem = { .scheme = "mem", .open = ph_open, .close = ph_close };
-int lease_mem_force_loss(struct lease_store *store, const char *name, enum lease_loss why)
-{ (void)store; (void)name; (void)why; return -ENOSYS; }
+
+struct mem_entry {
+	struct mem_entry *next;
+	char name[LEASE_NAME_MAX + 1];
+	uint64_t epoch;          /* high-water mark: last epoch granted */
+	enum lease_state state;
+	struct lease *holder;    /* live holder object; NULL if none or phantom */
+	pid_t holder_pid;        /* 0 for a phantom holder */
+};
+
+struct mem_store {
+	/* lock protects entries and every field of every entry. */
+	pthread_mutex_t lock;
+	struct mem_entry *entries;
+};
+
+static struct mem_store *mem_of(const struct lease_store *store)
+{
+	return store->priv;
+}
+
+/* Caller holds ms->lock. */
+static struct mem_entry *entry_find(struct mem_store *ms, const char *name)
+{
+	for (struct mem_entry *e = ms->entries; e; e = e->next)
+		if (strcmp(e->name, name) == 0)
+			return e;
+	return NULL;
+}
+
+/* Caller holds ms->lock.  NULL on out of memory. */
+static struct mem_entry *entry_get(struct mem_store *ms, const char *name)
+{
+	struct mem_entry *e = entry_find(ms, name);
+
+	if (e)
+		return e;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	e->state = LEASE_STATE_FREE;
+	e->next = ms->entries;
+	ms->entries = e;
+	return e;
+}
+
+static int mem_open(struct lease_store *store, const char *rest,
+		    struct lease_err *err)
+{
+	struct mem_store *ms;
+
+	if (rest && *rest)
+		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
+				     "mem store takes no argument (got 'mem:%s')",
+				     rest);
+	ms = calloc(1, sizeof(*ms));
+	if (!ms)
+		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL,
+				     "out of memory");
+	pthread_mutex_init(&ms->lock, NULL);
+	store->priv = ms;
+	return 0;
+}
+
+/* Leases of the store must have been freed before close. */
+static void mem_close(struct lease_store *store)
+{
+	struct mem_store *ms = mem_of(store);
+	struct mem_entry *e, *next;
+
+	if (!ms)
+		return;
+	for (e = ms->entries; e; e = next) {
+		next = e->next;
+		free(e);
+	}
+	pthread_mutex_destroy(&ms->lock);
+	free(ms);
+	store->priv = NULL;
+}
+
+static int mem_try_acquire(struct lease_store *store, const char *name,
+			   int64_t deadline, struct lease **out,
+			   struct lease_err *err)
+{
+	struct mem_store *ms = mem_of(store);
+	struct mem_entry *e;
+	struct lease *l = NULL;
+	int r = 0;
+
+	(void)deadline;
+	pthread_mutex_lock(&ms->lock);
+	e = entry_get(ms, name);
+	if (!e) {
+		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
+		goto out_unlock;
+	}
+	if (e->state == LEASE_STATE_HELD) {
+		r = lease_err_set(err, LEASE_E_HELD, 0, name,
+				  "lease '%s' is held at epoch %llu", name,
+				  (unsigned long long)e->epoch);
+		if (err)
+			err->holder_epoch = e->epoch;
+		goto out_unlock;
+	}
+	r = lease_alloc(store, name, e->epoch + 1, &l);
+	if (r < 0) {
+		r = lease_err_set(err, LEASE_E_IO, r, name,
+				  "cannot allocate lease: %s", strerror(-r));
+		goto out_unlock;
+	}
+	e->epoch++;
+	e->state = LEASE_STATE_HELD;
+	e->holder = l;
+	e->holder_pid = getpid();
+	*out = l;
+out_unlock:
+	pthread_mutex_unlock(&ms->lock);
+	return r;
+}
+
+static int mem_release(struct lease *lease, int64_t deadline)
+{
+	struct mem_store *ms = mem_of(lease->store);
+	struct mem_entry *e;
+
+	(void)deadline;
+	pthread_mutex_lock(&ms->lock);
+	e = entry_find(ms, lease->name);
+	if (e && e->holder == lease && e->epoch == lease->epoch &&
+	    e->state == LEASE_STATE_HELD) {
+		e->state = LEASE_STATE_FREE;
+		e->holder = NULL;
+		e->holder_pid = 0;
+	}
+	pthread_mutex_unlock(&ms->lock);
+	return 0;
+}
+
+/* After release no entry points at the lease; nothing to free. */
+static void mem_free_lease(struct lease *lease)
+{
+	(void)lease;
+}
+
+/* Caller holds ms->lock. */
+static void entry_info(const struct mem_entry *e, struct lease_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	snprintf(info->name, sizeof(info->name), "%s", e->name);
+	info->epoch = e->epoch;
+	info->state = e->state;
+	info->holder_pid = e->state == LEASE_STATE_HELD ? e->holder_pid : 0;
+	if (e->state == LEASE_STATE_HELD)
+		snprintf(info->holder, sizeof(info->holder), "%s",
+			 e->holder ? "mem" : "mem (phantom)");
+}
+
+/*
+ * The callback runs outside the lock on a snapshot, so it may call back
+ * into the store.  Entries are never removed, but the table may grow, so
+ * the snapshot is taken up front.
+ */
+static int mem_list(struct lease_store *store, lease_list_cb cb,
+		    void *userdata, struct lease_err *err)
+{
+	struct mem_store *ms = mem_of(store);
+	struct lease_info *infos = NULL;
+	size_t n = 0, i = 0;
+	int r = 0;
+
+	pthread_mutex_lock(&ms->lock);
+	for (struct mem_entry *e = ms->entries; e; e = e->next)
+		n++;
+	infos = n ? calloc(n, sizeof(*infos)) : NULL;
+	if (n && !infos) {
+		pthread_mutex_unlock(&ms->lock);
+		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL,
+				     "out of memory");
+	}
+	for (struct mem_entry *e = ms->entries; e; e = e->next)
+		entry_info(e, &infos[i++]);
+	pthread_mutex_unlock(&ms->lock);
+	for (i = 0; i < n && r == 0; i++)
+		r = cb(&infos[i], userdata);
+	free(infos);
+	return r;
+}
+
+static int mem_show(struct lease_store *store, const char *name,
+		    struct lease_info *info, struct lease_err *err)
+{
+	struct mem_store *ms = mem_of(store);
+	struct mem_entry *e;
+
+	(void)err;
+	pthread_mutex_lock(&ms->lock);
+	e = entry_find(ms, name);
+	if (e) {
+		entry_info(e, info);
+	} else {
+		memset(info, 0, sizeof(*info));
+		snprintf(info->name, sizeof(info->name), "%s", name);
+		info->state = LEASE_STATE_FREE;
+	}
+	pthread_mutex_unlock(&ms->lock);
+	return 0;
+}
+
+/*
+ * Supersede the holder: the entry's epoch moves past the holder's, the
+ * holder is fired with `why`, and the entry becomes `next`.  Caller holds
+ * ms->lock; the loss callback must not block (lease.h contract).
+ */
+static void entry_supersede(struct mem_entry *e, enum lease_loss why,
+			    enum lease_state next, bool bump)
+{
+	struct lease *holder = e->holder;
+
+	if (bump)
+		e->epoch++;
+	e->state = next;
+	e->holder = NULL;
+	e->holder_pid = 0;
+	if (holder)
+		lease_mark_lost(holder, why);
+}
+
+static int mem_revoke(struct lease_store *store, const char *name,
+		      int64_t deadline, struct lease_err *err)
+{
+	struct mem_store *ms = mem_of(store);
+	struct mem_entry *e;
+	int r = 0;
+
+	(void)deadline;
+	pthread_mutex_lock(&ms->lock);
+	e = entry_find(ms, name);
+	if (!e || e->state != LEASE_STATE_HELD) {
+		r = lease_err_set(err, LEASE_E_IO, -ENOENT, name,
+				  "cannot revoke '%s': not held", name);
+		goto out_unlock;
+	}
+	entry_supersede(e, LEASE_LOSS_REVOKED, LEASE_STATE_REVOKED, true);
+out_unlock:
+	pthread_mutex_unlock(&ms->lock);
+	return r;
+}
+
+int lease_mem_force_loss(struct lease_store *store, const char *name,
+			 enum lease_loss why)
+{
+	struct mem_store *ms;
+	struct mem_entry *e;
+	int r = 0;
+
+	if (!store || !name || store->be != &lease_backend_mem)
+		return -EINVAL;
+	if (why != LEASE_LOSS_EXPIRED && why != LEASE_LOSS_TAKEOVER)
+		return -EINVAL;
+	ms = mem_of(store);
+	pthread_mutex_lock(&ms->lock);
+	e = entry_find(ms, name);
+	if (!e || e->state != LEASE_STATE_HELD) {
+		r = -ENOENT;
+		goto out_unlock;
+	}
+	if (why == LEASE_LOSS_EXPIRED)
+		entry_supersede(e, why, LEASE_STATE_FREE, false);
+	else
+		entry_supersede(e, why, LEASE_STATE_HELD, true);
+out_unlock:
+	pthread_mutex_unlock(&ms->lock);
+	return r;
+}
+
+const struct lease_backend lease_backend_mem = {
+	.scheme = "mem",
+	.open = mem_open,
+	.close = mem_close,
+	.try_acquire = mem_try_acquire,
+	.release = mem_release,
+	.free_lease = mem_free_lease,
+	.list = mem_list,
+	.show = mem_show,
+	.revoke = mem_revoke,
+	.local_dir = NULL,
+};

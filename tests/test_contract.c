@@ -1,0 +1,515 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Lease contract suite, backend-agnostic: `test_contract mem|file|etcd`.
+ * Only the public lease.h API is used (plus lease_mem_force_loss for mem).
+ * Each test gets a fresh, empty store.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+
+#define WAIT_MS 2000 /* bound for every awaited event */
+
+static const char *backend = "mem";
+
+struct ctx {
+	struct lease_store *store;
+	char *dir;
+};
+
+static int setup(void **state)
+{
+	struct ctx *c = calloc(1, sizeof(*c));
+
+	assert_non_null(c);
+	c->store = tu_open_store(backend, &c->dir);
+	*state = c;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct ctx *c = *state;
+
+	lease_store_close(c->store);
+	if (c->dir) {
+		tu_rmrf(c->dir);
+		free(c->dir);
+	}
+	free(c);
+	return 0;
+}
+
+/* A fresh name under `tag`. */
+static const char *mkname(char *buf, size_t sz, const char *tag)
+{
+	snprintf(buf, sz, "contract/%s-%s", tag, tu_unique());
+	return buf;
+}
+
+static struct lease *must_acquire(struct lease_store *st, const char *name,
+				  int64_t deadline)
+{
+	struct lease_err err = { 0 };
+	struct lease *l = NULL;
+	int r = lease_acquire(st, name, deadline, &l, &err);
+
+	if (r < 0)
+		fail_msg("acquire %s: %d %s: %s", name, r,
+			 lease_errkind_str(err.kind), err.msg);
+	assert_non_null(l);
+	return l;
+}
+
+/* One try that must be refused as HELD; returns the reported holder epoch. */
+static uint64_t must_be_held(struct lease_store *st, const char *name)
+{
+	struct lease_err err = { 0 };
+	struct lease *l = NULL;
+	int r = lease_acquire(st, name, 0, &l, &err);
+
+	if (r == 0) {
+		lease_free(l);
+		fail_msg("acquire %s succeeded while held", name);
+	}
+	assert_int_equal(r, -EBUSY);
+	assert_int_equal(err.kind, LEASE_E_HELD);
+	assert_int_equal(err.code, -EBUSY);
+	assert_string_equal(err.name, name);
+	assert_null(l);
+	return err.holder_epoch;
+}
+
+static void test_acquire_free(void **state)
+{
+	struct ctx *c = *state;
+	char name[128];
+	struct lease *l = must_acquire(c->store, mkname(name, sizeof(name), "free"), 0);
+
+	assert_true(lease_epoch(l) >= 1);
+	assert_string_equal(lease_name(l), name);
+	assert_ptr_equal(lease_store_of(l), c->store);
+	assert_false(lease_is_lost(l));
+	assert_int_equal(lease_loss_reason(l), LEASE_LOSS_NONE);
+	assert_false(tu_wait_readable(lease_loss_fd(l), 0));
+	lease_free(l);
+}
+
+static void test_held_carries_epoch(void **state)
+{
+	struct ctx *c = *state;
+	char name[128];
+	struct lease *l = must_acquire(c->store, mkname(name, sizeof(name), "held"), 0);
+
+	assert_int_equal(must_be_held(c->store, name), lease_epoch(l));
+	/* A bounded wait on a live holder ends in HELD too, not TIMEOUT. */
+	struct lease_err err = { 0 };
+	struct lease *l2 = NULL;
+	int64_t t0 = lease_now_ns();
+	int r = lease_acquire(c->store, name, lease_deadline_ms(100), &l2, &err);
+
+	assert_int_equal(r, -EBUSY);
+	assert_int_equal(err.kind, LEASE_E_HELD);
+	assert_int_equal(err.holder_epoch, lease_epoch(l));
+	assert_true(lease_now_ns() - t0 >= 100 * 1000000LL);
+	assert_false(lease_is_lost(l));
+	lease_free(l);
+}
+
+static void test_epochs_increase(void **state)
+{
+	struct ctx *c = *state;
+	char name[128];
+	uint64_t prev = 0;
+
+	mkname(name, sizeof(name), "epochs");
+	for (int i = 0; i < 6; i++) {
+		struct lease *l = must_acquire(c->store, name, 0);
+
+		assert_true(lease_epoch(l) > prev);
+		prev = lease_epoch(l);
+		assert_int_equal(lease_release(l, lease_deadline_ms(WAIT_MS)), 0);
+		lease_free(l);
+	}
+}
+
+static void test_independent_names(void **state)
+{
+	struct ctx *c = *state;
+	char n1[128], n2[128];
+	struct lease *a = must_acquire(c->store, mkname(n1, sizeof(n1), "ind"), 0);
+	struct lease *b = must_acquire(c->store, mkname(n2, sizeof(n2), "ind"), 0);
+
+	assert_int_equal(must_be_held(c->store, n1), lease_epoch(a));
+	assert_int_equal(must_be_held(c->store, n2), lease_epoch(b));
+	assert_int_equal(lease_release(a, lease_deadline_ms(WAIT_MS)), 0);
+	assert_false(lease_is_lost(b));
+	assert_false(tu_wait_readable(lease_loss_fd(b), 0));
+	assert_int_equal(must_be_held(c->store, n2), lease_epoch(b));
+	struct lease *a2 = must_acquire(c->store, n1, 0);
+	lease_free(a2);
+	lease_free(a);
+	lease_free(b);
+}
+
+static void test_release_idempotent(void **state)
+{
+	struct ctx *c = *state;
+	char name[128];
+	struct lease *l = must_acquire(c->store, mkname(name, sizeof(name), "rel"), 0);
+	uint64_t e = lease_epoch(l);
+
+	assert_int_equal(lease_release(l, lease_deadline_ms(WAIT_MS)), 0);
+	assert_true(tu_wait_readable(lease_loss_fd(l), 0));
+	assert_true(lease_is_lost(l));
+	assert_int_equal(lease_loss_reason(l), LEASE_LOSS_RELEASED);
+	/* A repeat succeeds even with its deadline already passed. */
+	assert_int_equal(lease_release(l, 0), 0);
+	assert_int_equal(lease_release(l, lease_deadline_ms(WAIT_MS)), 0);
+	assert_int_equal(lease_loss_reason(l), LEASE_LOSS_RELEASED);
+	assert_true(tu_wait_readable(lease_loss_fd(l), 0));
+	/* The entry was cleared: a successor gets it at once. */
+	struct lease *l2 = must_acquire(c->store, name, 0);
+	assert_true(lease_epoch(l2) > e);
+	lease_free(l);
+	lease_free(l2);
+}
+
+static void test_stale_release(void **state)
+{
+	struct ctx *c = *state;
+	char name[128];
+	struct lease_err err = { 0 };
+	struct lease_info info;
+	struct lease *a = must_acquire(c->store, mkname(name, sizeof(name), "stale"), 0);
+
+	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), &err), 0);
+	assert_true(tu_wait_readable(lease_loss_fd(a), WAIT_MS));
+	/* The backend may drop the old holder's lock just after the loss fires. */
+	struct lease *b = must_acquire(c->store, name, lease_deadline_ms(WAIT_MS));
+	assert_true(lease_epoch(b) > lease_epoch(a));
+	assert_int_equal(lease_release(a, lease_deadline_ms(WAIT_MS)), 0);
+	assert_false(lease_is_lost(b));
+	assert_int_equal(must_be_held(c->store, name), lease_epoch(b));
+	assert_int_equal(lease_show(c->store, name, &info, &err), 0);
+	assert_int_equal(info.state, LEASE_STATE_HELD);
+	assert_int_equal(info.epoch, lease_epoch(b));
+	lease_free(a);
+	lease_free(b);
+}
+
+struct cb_rec {
+	pthread_mutex_t lock; /* protects calls and why */
+	int calls;
+	enum lease_loss why;
+};
+
+static void loss_cb(struct lease *l, enum lease_loss why, void *ud)
+{
+	struct cb_rec *r = ud;
+
+	(void)l;
+	pthread_mutex_lock(&r->lock);
+	r->calls++;
+	r->why = why;
+	pthread_mutex_unlock(&r->lock);
+}
+
+static void test_revoke_fires_loss(void **state)
+{
+	struct ctx *c = *state;
+	char name[128];
+	struct lease_err err = { 0 };
+	struct cb_rec rec = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct lease *l = must_acquire(c->store, mkname(name, sizeof(name), "revoke"), 0);
+	uint64_t e = lease_epoch(l);
+
+	lease_set_loss_cb(l, loss_cb, &rec);
+	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), &err), 0);
+	assert_true(tu_wait_readable(lease_loss_fd(l), WAIT_MS));
+	assert_int_equal(lease_loss_reason(l), LEASE_LOSS_REVOKED);
+	/* Nothing is held any more: a second revoke is refused. */
+	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), &err),
+			 -ENOENT);
+	assert_int_equal(err.kind, LEASE_E_IO);
+	assert_int_equal(lease_release(l, lease_deadline_ms(WAIT_MS)), 0);
+	assert_int_equal(lease_loss_reason(l), LEASE_LOSS_REVOKED);
+	pthread_mutex_lock(&rec.lock);
+	assert_int_equal(rec.calls, 1);
+	assert_int_equal(rec.why, LEASE_LOSS_REVOKED);
+	pthread_mutex_unlock(&rec.lock);
+	/* The revoked epoch is superseded: the next grant skips past it. */
+	struct lease *l2 = must_acquire(c->store, name, lease_deadline_ms(WAIT_MS));
+	assert_true(lease_epoch(l2) >= e + 2);
+	lease_free(l2);
+	lease_free(l);
+}
+
+static void test_revoke_free_name(void **state)
+{
+	struct ctx *c = *state;
+	char name[128];
+	struct lease_err err = { 0 };
+
+	mkname(name, sizeof(name), "revfree");
+	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), &err),
+			 -ENOENT);
+	assert_int_equal(err.kind, LEASE_E_IO);
+	struct lease *l = must_acquire(c->store, name, 0);
+	assert_int_equal(lease_release(l, lease_deadline_ms(WAIT_MS)), 0);
+	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), &err),
+			 -ENOENT);
+	lease_free(l);
+}
+
+struct releaser {
+	struct lease *l;
+	int64_t released_at;
+	int rc;
+};
+
+/* Releases after a delay long enough that the acquirer must have waited. */
+static void *release_later(void *arg)
+{
+	struct releaser *r = arg;
+	struct timespec ts = { 0, 150 * 1000000L };
+
+	nanosleep(&ts, NULL);
+	r->released_at = lease_now_ns();
+	r->rc = lease_release(r->l, lease_deadline_ms(WAIT_MS));
+	return NULL;
+}
+
+static void test_deadline_waits_for_release(void **state)
+{
+	struct ctx *c = *state;
+	char name[128];
+	struct lease_err err = { 0 };
+	struct releaser rel = { 0 };
+	struct lease *l2 = NULL;
+	pthread_t t;
+
+	rel.l = must_acquire(c->store, mkname(name, sizeof(name), "wait"), 0);
+	assert_int_equal(pthread_create(&t, NULL, release_later, &rel), 0);
+	int r = lease_acquire(c->store, name, lease_deadline_ms(5000), &l2, &err);
+	int64_t got_at = lease_now_ns();
+	pthread_join(t, NULL);
+	if (r < 0)
+		fail_msg("waiting acquire: %d %s", r, err.msg);
+	assert_int_equal(rel.rc, 0);
+	assert_true(got_at >= rel.released_at);
+	assert_true(lease_epoch(l2) > lease_epoch(rel.l));
+	lease_free(l2);
+	lease_free(rel.l);
+}
+
+#define NTHREADS 12
+
+struct racer {
+	struct lease_store *store;
+	const char *name;
+	pthread_barrier_t *start, *done;
+	struct lease *won;
+	int rc;
+	struct lease_err err;
+};
+
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+
+	pthread_barrier_wait(r->start);
+	r->rc = lease_acquire(r->store, r->name, 0, &r->won, &r->err);
+	/* Winners hold until every racer has tried. */
+	pthread_barrier_wait(r->done);
+	return NULL;
+}
+
+static void test_concurrent_threads(void **state)
+{
+	struct ctx *c = *state;
+	char name[128];
+	pthread_barrier_t start, done;
+	struct racer rs[NTHREADS];
+	pthread_t t[NTHREADS];
+	struct lease *winner = NULL;
+	int wins = 0;
+
+	mkname(name, sizeof(name), "threads");
+	pthread_barrier_init(&start, NULL, NTHREADS);
+	pthread_barrier_init(&done, NULL, NTHREADS);
+	for (int i = 0; i < NTHREADS; i++) {
+		rs[i] = (struct racer){ c->store, name, &start, &done, NULL, 0, { 0 } };
+		assert_int_equal(pthread_create(&t[i], NULL, race, &rs[i]), 0);
+	}
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < NTHREADS; i++) {
+		if (rs[i].rc == 0) {
+			wins++;
+			winner = rs[i].won;
+			continue;
+		}
+		if (rs[i].rc != -EBUSY || rs[i].err.kind != LEASE_E_HELD)
+			fail_msg("racer %d: %d %s", i, rs[i].rc, rs[i].err.msg);
+	}
+	assert_int_equal(wins, 1);
+	for (int i = 0; i < NTHREADS; i++)
+		if (rs[i].rc != 0)
+			assert_int_equal(rs[i].err.holder_epoch, lease_epoch(winner));
+	for (int i = 0; i < NTHREADS; i++)
+		lease_free(rs[i].won);
+	pthread_barrier_destroy(&start);
+	pthread_barrier_destroy(&done);
+}
+
+static void test_bad_name(void **state)
+{
+	struct ctx *c = *state;
+	struct lease_err err = { 0 };
+	struct lease *l = NULL;
+
+	assert_int_equal(lease_acquire(c->store, "Bad//Name", 0, &l, &err), -EINVAL);
+	assert_int_equal(err.kind, LEASE_E_BADNAME);
+	assert_null(l);
+}
+
+struct seen {
+	const char *held, *freed;
+	struct lease_info held_info, free_info;
+	int held_n, free_n;
+};
+
+static int list_cb(const struct lease_info *info, void *ud)
+{
+	struct seen *s = ud;
+
+	if (strcmp(info->name, s->held) == 0) {
+		s->held_info = *info;
+		s->held_n++;
+	} else if (strcmp(info->name, s->freed) == 0) {
+		s->free_info = *info;
+		s->free_n++;
+	}
+	return 0;
+}
+
+static void test_show_list(void **state)
+{
+	struct ctx *c = *state;
+	char n1[128], n2[128];
+	struct lease_err err = { 0 };
+	struct lease_info info;
+	struct lease *h = must_acquire(c->store, mkname(n1, sizeof(n1), "show"), 0);
+	struct lease *f = must_acquire(c->store, mkname(n2, sizeof(n2), "show"), 0);
+	struct seen s = { .held = n1, .freed = n2 };
+
+	assert_int_equal(lease_release(f, lease_deadline_ms(WAIT_MS)), 0);
+	assert_int_equal(lease_show(c->store, n1, &info, &err), 0);
+	assert_string_equal(info.name, n1);
+	assert_int_equal(info.state, LEASE_STATE_HELD);
+	assert_int_equal(info.epoch, lease_epoch(h));
+	assert_true(info.holder_pid == 0 || info.holder_pid == getpid());
+	assert_int_equal(lease_show(c->store, n2, &info, &err), 0);
+	assert_int_equal(info.state, LEASE_STATE_FREE);
+	assert_int_equal(info.epoch, lease_epoch(f));
+	assert_int_equal(lease_list(c->store, list_cb, &s, &err), 0);
+	assert_int_equal(s.held_n, 1);
+	assert_int_equal(s.free_n, 1);
+	assert_int_equal(s.held_info.state, LEASE_STATE_HELD);
+	assert_int_equal(s.held_info.epoch, lease_epoch(h));
+	assert_int_equal(s.free_info.state, LEASE_STATE_FREE);
+	assert_int_equal(s.free_info.epoch, lease_epoch(f));
+	assert_int_equal(lease_show(c->store, "Bad//Name", &info, &err), -EINVAL);
+	assert_int_equal(err.kind, LEASE_E_BADNAME);
+	lease_free(h);
+	lease_free(f);
+}
+
+static int stop_cb(const struct lease_info *info, void *ud)
+{
+	(void)info;
+	++*(int *)ud;
+	return 7;
+}
+
+static void test_list_stops(void **state)
+{
+	struct ctx *c = *state;
+	char n1[128], n2[128];
+	struct lease *a = must_acquire(c->store, mkname(n1, sizeof(n1), "stop"), 0);
+	struct lease *b = must_acquire(c->store, mkname(n2, sizeof(n2), "stop"), 0);
+	int calls = 0;
+
+	assert_int_equal(lease_list(c->store, stop_cb, &calls, NULL), 7);
+	assert_int_equal(calls, 1);
+	lease_free(a);
+	lease_free(b);
+}
+
+static void test_mem_force_loss(void **state)
+{
+	struct ctx *c = *state;
+	char name[128];
+
+	if (strcmp(backend, "mem") != 0)
+		skip();
+	struct lease *l = must_acquire(c->store, mkname(name, sizeof(name), "force"), 0);
+	uint64_t e = lease_epoch(l);
+
+	assert_int_equal(lease_mem_force_loss(c->store, name, LEASE_LOSS_EXPIRED), 0);
+	assert_true(tu_wait_readable(lease_loss_fd(l), 0));
+	assert_int_equal(lease_loss_reason(l), LEASE_LOSS_EXPIRED);
+	assert_int_equal(lease_mem_force_loss(c->store, name, LEASE_LOSS_EXPIRED), -ENOENT);
+	struct lease *l2 = must_acquire(c->store, name, 0);
+	assert_true(lease_epoch(l2) > e);
+	assert_int_equal(lease_mem_force_loss(c->store, name, LEASE_LOSS_TAKEOVER), 0);
+	assert_int_equal(lease_loss_reason(l2), LEASE_LOSS_TAKEOVER);
+	assert_int_equal(must_be_held(c->store, name), lease_epoch(l2) + 1);
+	/* Stale releases of either lease leave the phantom holder in place. */
+	lease_free(l);
+	lease_free(l2);
+	assert_int_equal(must_be_held(c->store, name), e + 2);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_acquire_free, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_held_carries_epoch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_epochs_increase, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_independent_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_idempotent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_release, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_revoke_fires_loss, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_revoke_free_name, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deadline_waits_for_release, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_name, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_show_list, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_list_stops, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mem_force_loss, setup, teardown),
+	};
+	char group[64];
+
+	if (argc > 1)
+		backend = argv[1];
+	if (strcmp(backend, "mem") && strcmp(backend, "file") && strcmp(backend, "etcd")) {
+		fprintf(stderr, "usage: %s mem|file|etcd\n", argv[0]);
+		return 2;
+	}
+	snprintf(group, sizeof(group), "contract-%s", backend);
+	return cmocka_run_group_tests_name(group, tests, NULL, NULL);
+}
