@@ -1,0 +1,738 @@
+/* SPDX-License-Identifier: MIT */
+/* Coordinator: open ordering, busy path, latching, admission, shutdown. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "coord.h"
+#include "lease.h"
+#include "testutil.h"
+
+#define SESSION_UUID "0b5c7f2e-1d3a-4e5f-8a9b-0c1d2e3f4a5b"
+
+/* Per-test fixture: a fresh mem store, a temp root, loss and release logs. */
+struct fx {
+	struct lease_store *store;
+	char *root;                /* as created */
+	char canon[PATH_MAX];
+	char root_name[81];
+	struct coord_config cfg;
+
+	/* mu protects loss_calls, loss_why, rel_n, rel_names, rel_deadline,
+	 * rel_now; cv is signalled on each change. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int loss_calls;
+	enum lease_loss loss_why;
+	int rel_n;
+	char rel_names[8][LEASE_NAME_MAX + 1];
+	int64_t rel_deadline[8];
+	int64_t rel_now[8];
+};
+
+static void on_loss(void *ud, enum lease_loss why)
+{
+	struct fx *f = ud;
+
+	pthread_mutex_lock(&f->mu);
+	f->loss_calls++;
+	f->loss_why = why;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+}
+
+static void observe_release(void *ud, const char *name, int64_t deadline)
+{
+	struct fx *f = ud;
+
+	pthread_mutex_lock(&f->mu);
+	if (f->rel_n < 8) {
+		snprintf(f->rel_names[f->rel_n], sizeof(f->rel_names[0]), "%s",
+			 name);
+		f->rel_deadline[f->rel_n] = deadline;
+		f->rel_now[f->rel_n] = lease_now_ns();
+	}
+	f->rel_n++;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+}
+
+static int rel_count(struct fx *f)
+{
+	int n;
+
+	pthread_mutex_lock(&f->mu);
+	n = f->rel_n;
+	pthread_mutex_unlock(&f->mu);
+	return n;
+}
+
+/* Wait (bounded) until on_loss has run at least once. */
+static bool wait_loss(struct fx *f, int timeout_ms)
+{
+	int64_t deadline = lease_deadline_ms(timeout_ms);
+	struct timespec ts;
+	bool ok;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000 + 1;
+	pthread_mutex_lock(&f->mu);
+	while (f->loss_calls == 0 && !lease_deadline_passed(deadline))
+		pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+	ok = f->loss_calls > 0;
+	pthread_mutex_unlock(&f->mu);
+	return ok;
+}
+
+static int fx_setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	pthread_mutex_init(&f->mu, NULL);
+	pthread_cond_init(&f->cv, NULL);
+	f->store = tu_open_store("mem", NULL);
+	f->root = tu_mkdtemp("coord");
+	assert_int_equal(lease_canonical_root(f->root, f->canon,
+					      sizeof(f->canon)), 0);
+	assert_int_equal(lease_root_name(f->canon, f->root_name,
+					 sizeof(f->root_name)), 0);
+	f->cfg.placement = COORD_EXCLUSIVE;
+	f->cfg.root = f->root;
+	f->cfg.session_id = SESSION_UUID;
+	f->cfg.store = f->store;
+	f->cfg.on_loss = on_loss;
+	f->cfg.on_loss_userdata = f;
+	*state = f;
+	return 0;
+}
+
+static int fx_teardown(void **state)
+{
+	struct fx *f = *state;
+
+	lease_store_close(f->store);
+	tu_rmrf(f->root);
+	free(f->root);
+	pthread_cond_destroy(&f->cv);
+	pthread_mutex_destroy(&f->mu);
+	free(f);
+	return 0;
+}
+
+static struct coord *fx_open(struct fx *f)
+{
+	struct lease_err err = { 0 };
+	struct coord *c = NULL;
+
+	if (coord_open(&f->cfg, &c, &err) != 0)
+		fail_msg("coord_open: %s: %s", lease_errkind_str(err.kind),
+			 err.msg);
+	coord_set_release_observer(c, observe_release, f);
+	return c;
+}
+
+static enum lease_state show_state(struct fx *f, const char *name,
+				   uint64_t *epoch)
+{
+	struct lease_info info = { 0 };
+	struct lease_err err = { 0 };
+
+	if (lease_show(f->store, name, &info, &err) != 0)
+		fail_msg("lease_show %s: %s", name, err.msg);
+	if (epoch)
+		*epoch = info.epoch;
+	return info.state;
+}
+
+static int count_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+struct held_count {
+	int held;
+	char last[LEASE_NAME_MAX + 1];
+};
+
+static int count_held(const struct lease_info *info, void *ud)
+{
+	struct held_count *h = ud;
+
+	if (info->state == LEASE_STATE_HELD) {
+		h->held++;
+		snprintf(h->last, sizeof(h->last), "%s", info->name);
+	}
+	return 0;
+}
+
+/* ---- open ------------------------------------------------------------ */
+
+static void test_exclusive_holds_both(void **state)
+{
+	struct fx *f = *state;
+	struct coord *c = fx_open(f);
+	uint64_t e;
+
+	assert_string_equal(coord_root(c), f->canon);
+	assert_string_equal(coord_root_lease_name(c), f->root_name);
+	assert_string_equal(coord_session_id(c), SESSION_UUID);
+	assert_string_equal(coord_session_lease_name(c),
+			    "sessions/" SESSION_UUID);
+	assert_int_equal(coord_placement(c), COORD_EXCLUSIVE);
+	assert_int_equal(coord_state(c), COORD_HELD);
+	assert_int_equal(coord_healthy(c), 0);
+
+	assert_int_equal(show_state(f, f->root_name, &e), LEASE_STATE_HELD);
+	assert_int_equal(e, coord_root_epoch(c));
+	assert_true(e >= 1);
+	assert_int_equal(show_state(f, coord_session_lease_name(c), &e),
+			 LEASE_STATE_HELD);
+	assert_int_equal(e, coord_session_epoch(c));
+
+	assert_int_equal(coord_shutdown(c, 1000), 0);
+	assert_int_equal(coord_state(c), COORD_CLOSED);
+	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_FREE);
+	assert_int_equal(show_state(f, "sessions/" SESSION_UUID, NULL),
+			 LEASE_STATE_FREE);
+	assert_int_equal(f->loss_calls, 0);
+	assert_int_equal(coord_loss_reason(c), LEASE_LOSS_NONE);
+	coord_free(c);
+}
+
+static void test_random_session_id(void **state)
+{
+	struct fx *f = *state;
+	struct coord *c;
+
+	f->cfg.session_id = NULL;
+	c = fx_open(f);
+	assert_true(lease_uuid_valid(coord_session_id(c)));
+	assert_int_equal(show_state(f, coord_session_lease_name(c), NULL),
+			 LEASE_STATE_HELD);
+	coord_free(c);
+}
+
+static void assert_busy(struct fx *f, uint64_t holder_epoch)
+{
+	struct lease_err err = { 0 };
+	struct coord *c = NULL;
+	int r = coord_open(&f->cfg, &c, &err);
+
+	assert_int_equal(r, -EBUSY);
+	assert_null(c);
+	assert_int_equal(err.kind, LEASE_E_HELD);
+	assert_int_equal(err.holder_epoch, holder_epoch);
+	assert_string_equal(err.name, f->canon);
+	assert_non_null(strstr(err.msg, f->canon));
+	/* the session lease was taken and given back, nothing was created */
+	assert_int_equal(show_state(f, "sessions/" SESSION_UUID, NULL),
+			 LEASE_STATE_FREE);
+	assert_int_equal(count_entries(f->root), 0);
+}
+
+static void test_busy_releases_session(void **state)
+{
+	struct fx *f = *state;
+	struct lease_err err = { 0 };
+	struct lease *pre = NULL;
+	char link[PATH_MAX + 8];
+	int64_t t0;
+
+	assert_int_equal(lease_acquire(f->store, f->root_name,
+				       lease_deadline_ms(1000), &pre, &err), 0);
+	assert_busy(f, lease_epoch(pre));
+
+	/* a bounded wait still fails busy, after about the wait */
+	f->cfg.acquire_deadline = lease_deadline_ms(150);
+	t0 = lease_now_ns();
+	assert_busy(f, lease_epoch(pre));
+	assert_true(lease_now_ns() - t0 >= 100 * 1000000LL);
+
+	/* the same root spelled through a symlink is the same lease */
+	f->cfg.acquire_deadline = 0;
+	snprintf(link, sizeof(link), "%s.lnk", f->root);
+	assert_int_equal(symlink(f->root, link), 0);
+	f->cfg.root = link;
+	assert_busy(f, lease_epoch(pre));
+	unlink(link);
+	f->cfg.root = f->root;
+
+	/* session placement dir is not created on a busy exclusive open */
+	lease_free(pre);
+	{
+		struct coord *c = fx_open(f);
+
+		assert_int_equal(count_entries(f->root), 0);
+		coord_free(c);
+	}
+}
+
+static int hook_calls;
+static int hook_fail(void *ud, const char *root, struct lease_err *err)
+{
+	struct fx *f = ud;
+
+	hook_calls++;
+	assert_string_equal(root, f->canon);
+	/* called with both leases held */
+	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_HELD);
+	assert_int_equal(show_state(f, "sessions/" SESSION_UUID, NULL),
+			 LEASE_STATE_HELD);
+	return lease_err_set(err, LEASE_E_IO, -EPERM, root, "hook refused");
+}
+
+static void test_after_acquire_failure_releases(void **state)
+{
+	struct fx *f = *state;
+	struct lease_err err = { 0 };
+	struct coord *c = NULL;
+
+	hook_calls = 0;
+	f->cfg.after_acquire = hook_fail;
+	f->cfg.after_acquire_userdata = f;
+	assert_int_equal(coord_open(&f->cfg, &c, &err), -EPERM);
+	assert_null(c);
+	assert_int_equal(hook_calls, 1);
+	assert_string_equal(err.msg, "hook refused");
+	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_FREE);
+	assert_int_equal(show_state(f, "sessions/" SESSION_UUID, NULL),
+			 LEASE_STATE_FREE);
+	assert_int_equal(f->loss_calls, 0);
+}
+
+static void test_bad_config(void **state)
+{
+	struct fx *f = *state;
+	struct lease_err err = { 0 };
+	struct coord *c = NULL;
+	struct held_count h = { 0 };
+
+	f->cfg.session_id = "0B5C7F2E-1D3A-4E5F-8A9B-0C1D2E3F4A5B";
+	assert_int_equal(coord_open(&f->cfg, &c, &err), -EINVAL);
+	assert_int_equal(err.kind, LEASE_E_USAGE);
+	f->cfg.session_id = SESSION_UUID;
+	f->cfg.root = "";
+	assert_int_equal(coord_open(&f->cfg, &c, &err), -EINVAL);
+	assert_int_equal(err.kind, LEASE_E_USAGE);
+	f->cfg.root = f->root;
+	f->cfg.store = NULL;
+	assert_int_equal(coord_open(&f->cfg, &c, &err), -EINVAL);
+	assert_int_equal(err.kind, LEASE_E_USAGE);
+	f->cfg.store = f->store;
+	f->cfg.placement = (enum coord_placement)42;
+	assert_int_equal(coord_open(&f->cfg, &c, &err), -EINVAL);
+	assert_int_equal(err.kind, LEASE_E_USAGE);
+	assert_null(c);
+	assert_int_equal(lease_list(f->store, count_held, &h, &err), 0);
+	assert_int_equal(h.held, 0);
+}
+
+static void test_placement_parse(void **state)
+{
+	enum coord_placement p;
+
+	(void)state;
+	assert_int_equal(coord_placement_parse("exclusive", &p), 0);
+	assert_int_equal(p, COORD_EXCLUSIVE);
+	assert_int_equal(coord_placement_parse("session", &p), 0);
+	assert_int_equal(p, COORD_SESSION);
+	assert_int_equal(coord_placement_parse("shared", &p), 0);
+	assert_int_equal(p, COORD_SHARED);
+	assert_int_equal(coord_placement_parse("Shared", &p), -EINVAL);
+	assert_int_equal(coord_placement_parse("", &p), -EINVAL);
+	assert_string_equal(coord_state_str(COORD_SHUTTING_DOWN),
+			    "shutting-down");
+	assert_string_equal(coord_state_str(COORD_LOST), "lost");
+	assert_string_equal(coord_state_str(COORD_HELD), "held");
+}
+
+/* ---- loss -------------------------------------------------------------- */
+
+static void test_healthy_latches_on_takeover(void **state)
+{
+	struct fx *f = *state;
+	struct coord *c = fx_open(f);
+
+	assert_int_equal(coord_healthy(c), 0);
+	assert_int_equal(lease_mem_force_loss(f->store, f->root_name,
+					      LEASE_LOSS_TAKEOVER), 0);
+	assert_int_equal(coord_healthy(c), -ENOLINK);
+	assert_true(wait_loss(f, 2000));
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(coord_healthy(c), -ENOLINK);
+	assert_int_equal(coord_state(c), COORD_LOST);
+	assert_int_equal(coord_loss_reason(c), LEASE_LOSS_TAKEOVER);
+	assert_int_equal(f->loss_calls, 1);
+	assert_int_equal(f->loss_why, LEASE_LOSS_TAKEOVER);
+
+	/* shutdown after loss still releases both (no-op for the stale root)
+	 * and is not reported as a second loss */
+	assert_int_equal(coord_shutdown(c, 1000), 0);
+	assert_int_equal(rel_count(f), 2);
+	assert_int_equal(f->loss_calls, 1);
+	assert_int_equal(coord_loss_reason(c), LEASE_LOSS_TAKEOVER);
+	assert_int_equal(coord_healthy(c), -ESHUTDOWN);
+	/* the phantom taker still holds the root: our release did not free it */
+	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_HELD);
+	coord_free(c);
+}
+
+static void test_session_loss_latches(void **state)
+{
+	struct fx *f = *state;
+	struct coord *c = fx_open(f);
+
+	assert_int_equal(lease_mem_force_loss(f->store, "sessions/" SESSION_UUID,
+					      LEASE_LOSS_EXPIRED), 0);
+	assert_int_equal(coord_healthy(c), -ENOLINK);
+	assert_true(wait_loss(f, 2000));
+	assert_int_equal(coord_loss_reason(c), LEASE_LOSS_EXPIRED);
+	assert_int_equal(coord_enter(c), -ENOLINK);
+	coord_free(c);
+	assert_int_equal(f->loss_calls, 1);
+}
+
+static void test_admission_closes_on_loss(void **state)
+{
+	struct fx *f = *state;
+	struct coord *c = fx_open(f);
+
+	assert_int_equal(coord_enter(c), 0);
+	coord_exit(c);
+	assert_int_equal(coord_enter(c), 0); /* stays in flight */
+	assert_int_equal(lease_mem_force_loss(f->store, f->root_name,
+					      LEASE_LOSS_TAKEOVER), 0);
+	assert_true(wait_loss(f, 2000));
+	assert_int_equal(coord_enter(c), -ENOLINK);
+	assert_int_equal(coord_enter(c), -ENOLINK);
+	coord_exit(c); /* the one admitted before loss completes */
+	/* failed enters did not leak in-flight counts: drain finishes */
+	assert_int_equal(coord_shutdown(c, 2000), 0);
+	assert_int_equal(coord_enter(c), -ESHUTDOWN);
+	coord_free(c);
+}
+
+/* ---- shutdown ------------------------------------------------------------ */
+
+static void assert_release_order(struct fx *f)
+{
+	assert_int_equal(rel_count(f), 2);
+	assert_string_equal(f->rel_names[0], f->root_name);
+	assert_string_equal(f->rel_names[1], "sessions/" SESSION_UUID);
+	for (int i = 0; i < 2; i++)
+		if (f->rel_deadline[i] <= f->rel_now[i])
+			fail_msg("release %d got a dead deadline (%lld <= %lld)",
+				 i, (long long)f->rel_deadline[i],
+				 (long long)f->rel_now[i]);
+}
+
+static void test_shutdown_order_live_deadlines(void **state)
+{
+	struct fx *f = *state;
+	struct coord *c;
+
+	f->cfg.release_timeout_ms = 3000;
+	c = fx_open(f);
+	/* a mutation stays in flight and the caller allows no drain time */
+	assert_int_equal(coord_enter(c), 0);
+	assert_int_equal(coord_shutdown(c, 0), -ETIMEDOUT);
+	assert_release_order(f);
+	for (int i = 0; i < 2; i++)
+		assert_true(f->rel_deadline[i] - f->rel_now[i] >
+			    2000 * 1000000LL);
+	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_FREE);
+	assert_int_equal(show_state(f, "sessions/" SESSION_UUID, NULL),
+			 LEASE_STATE_FREE);
+	assert_int_equal(coord_healthy(c), -ESHUTDOWN);
+	assert_int_equal(coord_enter(c), -ESHUTDOWN);
+	assert_int_equal(coord_state(c), COORD_CLOSED);
+	coord_exit(c);
+	/* repeated shutdown joins the same result and releases nothing more */
+	assert_int_equal(coord_shutdown(c, 1000), -ETIMEDOUT);
+	assert_int_equal(rel_count(f), 2);
+	assert_int_equal(f->loss_calls, 0);
+	coord_free(c);
+	assert_int_equal(rel_count(f), 2);
+}
+
+struct shut_arg {
+	struct coord *c;
+	int64_t drain_ms;
+	pthread_barrier_t *barrier;
+	int result;
+};
+
+static void *shut_thread(void *p)
+{
+	struct shut_arg *a = p;
+
+	if (a->barrier)
+		pthread_barrier_wait(a->barrier);
+	a->result = coord_shutdown(a->c, a->drain_ms);
+	return NULL;
+}
+
+/* Bounded wait for a state change driven by another thread. */
+static bool wait_state(struct coord *c, enum coord_state st, int timeout_ms)
+{
+	int64_t deadline = lease_deadline_ms(timeout_ms);
+	struct timespec ms = { 0, 1000000 };
+
+	while (coord_state(c) != st) {
+		if (lease_deadline_passed(deadline))
+			return false;
+		nanosleep(&ms, NULL);
+	}
+	return true;
+}
+
+static void test_shutdown_drains_first(void **state)
+{
+	struct fx *f = *state;
+	struct coord *c = fx_open(f);
+	struct shut_arg a = { .c = c, .drain_ms = 10000 };
+	pthread_t t;
+
+	assert_int_equal(coord_enter(c), 0);
+	assert_int_equal(pthread_create(&t, NULL, shut_thread, &a), 0);
+	assert_true(wait_state(c, COORD_SHUTTING_DOWN, 5000));
+	assert_int_equal(coord_enter(c), -ESHUTDOWN);
+	/* still draining: nothing released while the mutation runs */
+	assert_int_equal(rel_count(f), 0);
+	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_HELD);
+	coord_exit(c);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(a.result, 0);
+	assert_release_order(f);
+	assert_int_equal(f->loss_calls, 0);
+	coord_free(c);
+}
+
+static void test_concurrent_shutdowns_run_once(void **state)
+{
+	struct fx *f = *state;
+	struct coord *c = fx_open(f);
+	pthread_barrier_t barrier;
+	struct shut_arg a[4];
+	pthread_t t[4];
+
+	assert_int_equal(coord_enter(c), 0); /* makes the teardown take a while */
+	pthread_barrier_init(&barrier, NULL, 4);
+	for (int i = 0; i < 4; i++) {
+		a[i] = (struct shut_arg){ .c = c, .drain_ms = 200,
+					  .barrier = &barrier };
+		assert_int_equal(pthread_create(&t[i], NULL, shut_thread, &a[i]),
+				 0);
+	}
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	pthread_barrier_destroy(&barrier);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(a[i].result, -ETIMEDOUT);
+	assert_release_order(f);
+	assert_int_equal(f->loss_calls, 0);
+	coord_exit(c);
+	coord_free(c);
+	assert_int_equal(rel_count(f), 2);
+}
+
+static void test_free_without_shutdown_is_orderly(void **state)
+{
+	struct fx *f = *state;
+	struct coord *c = fx_open(f);
+
+	coord_free(c);
+	assert_release_order(f);
+	assert_int_equal(f->loss_calls, 0);
+	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_FREE);
+}
+
+/* ---- placements ---------------------------------------------------------- */
+
+static void test_session_placement(void **state)
+{
+	struct fx *f = *state;
+	struct lease_err err = { 0 };
+	struct held_count h = { 0 };
+	char want[PATH_MAX + 64];
+	struct coord *c;
+	struct stat st;
+
+	f->cfg.placement = COORD_SESSION;
+	c = fx_open(f);
+	snprintf(want, sizeof(want), "%s/%s", f->canon, SESSION_UUID);
+	assert_string_equal(coord_root(c), want);
+	assert_int_equal(stat(want, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_string_equal(coord_root_lease_name(c), "");
+	assert_int_equal(coord_root_epoch(c), 0);
+	assert_int_equal(lease_list(f->store, count_held, &h, &err), 0);
+	assert_int_equal(h.held, 1);
+	assert_string_equal(h.last, "sessions/" SESSION_UUID);
+	assert_int_equal(coord_healthy(c), 0);
+
+	/* losing the session lease latches loss here */
+	assert_int_equal(lease_mem_force_loss(f->store, "sessions/" SESSION_UUID,
+					      LEASE_LOSS_TAKEOVER), 0);
+	assert_int_equal(coord_healthy(c), -ENOLINK);
+	assert_int_equal(coord_shutdown(c, 1000), 0);
+	assert_int_equal(rel_count(f), 1);
+	assert_string_equal(f->rel_names[0], "sessions/" SESSION_UUID);
+	coord_free(c);
+}
+
+static void test_session_placement_not_a_dir(void **state)
+{
+	struct fx *f = *state;
+	struct lease_err err = { 0 };
+	struct coord *c = NULL;
+	char path[PATH_MAX + 64];
+	int fd;
+
+	f->cfg.placement = COORD_SESSION;
+	snprintf(path, sizeof(path), "%s/%s", f->root, SESSION_UUID);
+	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(coord_open(&f->cfg, &c, &err), -ENOTDIR);
+	assert_null(c);
+	assert_int_equal(show_state(f, "sessions/" SESSION_UUID, NULL),
+			 LEASE_STATE_FREE);
+}
+
+static void test_shared_placement(void **state)
+{
+	struct fx *f = *state;
+	struct lease_err err = { 0 };
+	struct held_count h = { 0 };
+	struct coord *c;
+
+	f->cfg.placement = COORD_SHARED;
+	c = fx_open(f);
+	assert_string_equal(coord_root(c), f->canon);
+	assert_string_equal(coord_root_lease_name(c), "");
+	assert_int_equal(lease_list(f->store, count_held, &h, &err), 0);
+	assert_int_equal(h.held, 1);
+	assert_string_equal(h.last, "sessions/" SESSION_UUID);
+	assert_int_equal(coord_healthy(c), 0);
+	assert_int_equal(lease_mem_force_loss(f->store, "sessions/" SESSION_UUID,
+					      LEASE_LOSS_TAKEOVER), 0);
+	for (int i = 0; i < 10; i++) {
+		assert_int_equal(coord_healthy(c), 0);
+		assert_int_equal(coord_enter(c), 0);
+		coord_exit(c);
+	}
+	assert_int_equal(f->loss_calls, 0);
+	assert_int_equal(coord_shutdown(c, 1000), 0);
+	assert_int_equal(coord_healthy(c), -ESHUTDOWN);
+	coord_free(c);
+}
+
+/* ---- lease directory inside the root (file backend) ----------------------- */
+
+static void open_file_store(struct fx *f, const char *dir)
+{
+	char uri[PATH_MAX + 8];
+	struct lease_err err = { 0 };
+
+	lease_store_close(f->store);
+	f->store = NULL;
+	snprintf(uri, sizeof(uri), "file:%s", dir);
+	if (lease_store_open(uri, NULL, &f->store, &err) != 0)
+		fail_msg("open %s: %s", uri, err.msg);
+	f->cfg.store = f->store;
+}
+
+static void test_lease_dir_inside_root_refused(void **state)
+{
+	struct fx *f = *state;
+	struct lease_err err = { 0 };
+	struct held_count h = { 0 };
+	struct coord *c = NULL;
+	char dir[PATH_MAX + 64];
+
+	snprintf(dir, sizeof(dir), "%s/sub/leases", f->root);
+	open_file_store(f, dir);
+	assert_int_equal(coord_open(&f->cfg, &c, &err), -EINVAL);
+	assert_null(c);
+	assert_int_equal(err.kind, LEASE_E_USAGE);
+	assert_non_null(strstr(err.msg, "inside"));
+	assert_int_equal(lease_list(f->store, count_held, &h, &err), 0);
+	assert_int_equal(h.held, 0);
+
+	/* equal to the root, spelled differently */
+	snprintf(dir, sizeof(dir), "%s/./sub/..", f->root);
+	open_file_store(f, dir);
+	assert_int_equal(coord_open(&f->cfg, &c, &err), -EINVAL);
+	assert_int_equal(err.kind, LEASE_E_USAGE);
+	assert_non_null(strstr(err.msg, "equal"));
+}
+
+static void test_lease_dir_sibling_prefix_accepted(void **state)
+{
+	struct fx *f = *state;
+	struct coord *c;
+	char dir[PATH_MAX + 64];
+
+	/* shares the root's string prefix but is not inside it */
+	snprintf(dir, sizeof(dir), "%s-leases", f->root);
+	open_file_store(f, dir);
+	c = fx_open(f);
+	assert_int_equal(coord_healthy(c), 0);
+	coord_free(c);
+	tu_rmrf(dir);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_exclusive_holds_both),
+		T(test_random_session_id),
+		T(test_busy_releases_session),
+		T(test_after_acquire_failure_releases),
+		T(test_bad_config),
+		cmocka_unit_test(test_placement_parse),
+		T(test_healthy_latches_on_takeover),
+		T(test_session_loss_latches),
+		T(test_admission_closes_on_loss),
+		T(test_shutdown_order_live_deadlines),
+		T(test_shutdown_drains_first),
+		T(test_concurrent_shutdowns_run_once),
+		T(test_free_without_shutdown_is_orderly),
+		T(test_session_placement),
+		T(test_session_placement_not_a_dir),
+		T(test_shared_placement),
+		T(test_lease_dir_inside_root_refused),
+		T(test_lease_dir_sibling_prefix_accepted),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
