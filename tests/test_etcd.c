@@ -382,7 +382,8 @@ static void test_list(void **state)
 }
 
 /* Child side of the SIGSTOP test; talks over pipes, never returns. */
-static void stopped_child(int to_parent, int from_parent)
+static void stopped_child(struct lease_store *parent_st, int to_parent,
+			  int from_parent)
 {
 	struct lease_store *st = reopen(2000);
 	struct lease *l = NULL;
@@ -390,6 +391,7 @@ static void stopped_child(int to_parent, int from_parent)
 	uint64_t epoch = 0;
 	int healthy, reason;
 
+	lease_store_close(parent_st); /* inherited copy, holds no leases */
 	if (lease_acquire(st, "stale", lease_deadline_ms(5000), &l, NULL) == 0)
 		epoch = lease_epoch(l);
 	if (write(to_parent, &epoch, sizeof(epoch)) != sizeof(epoch) || !l)
@@ -440,7 +442,7 @@ static void test_sigstop_holder_fenced(void **state)
 	if (child_pid == 0) {
 		close(up[0]);
 		close(down[1]);
-		stopped_child(up[1], down[0]);
+		stopped_child(st, up[1], down[0]);
 	}
 	close(up[1]);
 	close(down[0]);
