@@ -529,6 +529,25 @@ static int take_root(struct coord *c, int64_t deadline, struct lease_err *err)
 	return r;
 }
 
+/* The after-acquire hook; a failure it did not describe gets a message. */
+static int run_hook(const struct coord *c, const struct coord_config *cfg,
+		    struct lease_err *err)
+{
+	int r;
+
+	err->kind = LEASE_OK;
+	r = cfg->after_acquire(cfg->after_acquire_userdata, c->root, err);
+	if (r == 0)
+		return 0;
+	if (r > 0)
+		r = -r;
+	if (err->kind == LEASE_OK)
+		r = lease_err_set(err, LEASE_E_IO, r, c->root, "coordinator: "
+				  "after-acquire check on %s failed: %s",
+				  c->root, strerror(-r));
+	return r;
+}
+
 /* Leases in order, then the placement directory and the hook. */
 static int take_leases(struct coord *c, const struct coord_config *cfg,
 		       struct lease_err *err)
@@ -550,10 +569,7 @@ static int take_leases(struct coord *c, const struct coord_config *cfg,
 			goto out_session;
 	}
 	if (cfg->after_acquire) {
-		r = cfg->after_acquire(cfg->after_acquire_userdata, c->root,
-				       err);
-		if (r > 0)
-			r = -r;
+		r = run_hook(c, cfg, err);
 		if (r < 0)
 			goto out_root;
 	}
