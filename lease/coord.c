@@ -282,12 +282,29 @@ static void release_one(struct coord *c, struct lease *l)
 			(unsigned long long)lease_epoch(l), strerror(-r));
 }
 
+/* HELD or LOST -> SHUTTING_DOWN; later states are left alone. */
+static void close_admission(struct coord *c)
+{
+	unsigned w = atomic_load(&c->word);
+
+	while (WORD_STATE(w) == COORD_HELD || WORD_STATE(w) == COORD_LOST) {
+		if (atomic_compare_exchange_weak(&c->word, &w,
+				WORD(COORD_SHUTTING_DOWN, WORD_LOSS(w))))
+			break;
+	}
+}
+
+int coord_close_admission(struct coord *c, int64_t drain_timeout_ms)
+{
+	close_admission(c);
+	return drain(c, drain_timeout_ms);
+}
+
 static int teardown(struct coord *c, int64_t drain_timeout_ms)
 {
 	int r;
 
-	set_state(c, COORD_SHUTTING_DOWN);
-	r = drain(c, drain_timeout_ms);
+	r = coord_close_admission(c, drain_timeout_ms);
 	release_one(c, c->root_lease);
 	release_one(c, c->session_lease);
 	set_state(c, COORD_CLOSED);

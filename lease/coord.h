@@ -83,6 +83,13 @@ void coord_exit(struct coord *c);
  * mutations.  Release failures are logged to stderr, not returned.
  */
 int coord_shutdown(struct coord *c, int64_t drain_timeout_ms);
+/*
+ * First half of shutdown, for owners that must act between draining and
+ * releasing (the daemon unmounts there): close admission and wait, at most
+ * `drain_timeout_ms`, for in-flight mutations.  Idempotent; 0 or
+ * -ETIMEDOUT.  Leases stay held until coord_shutdown().
+ */
+int coord_close_admission(struct coord *c, int64_t drain_timeout_ms);
 void coord_free(struct coord *c);
 
 enum coord_state coord_state(struct coord *c);

@@ -480,6 +480,28 @@ static void test_shutdown_order_live_deadlines(void **state)
 	assert_int_equal(rel_count(f), 2);
 }
 
+/* Closing admission stops new mutations but keeps both leases held
+ * until shutdown proper, which then releases them in order. */
+static void test_close_admission_keeps_leases(void **state)
+{
+	struct fx *f = *state;
+	struct coord *c = fx_open(f);
+
+	assert_int_equal(coord_close_admission(c, 1000), 0);
+	assert_int_equal(coord_enter(c), -ESHUTDOWN);
+	assert_int_equal(coord_healthy(c), -ESHUTDOWN);
+	assert_int_equal(coord_state(c), COORD_SHUTTING_DOWN);
+	assert_int_equal(rel_count(f), 0);
+	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_HELD);
+	assert_int_equal(show_state(f, "sessions/" SESSION_UUID, NULL),
+			 LEASE_STATE_HELD);
+	assert_int_equal(coord_close_admission(c, 0), 0);
+	assert_int_equal(coord_shutdown(c, 1000), 0);
+	assert_release_order(f);
+	assert_int_equal(f->loss_calls, 0);
+	coord_free(c);
+}
+
 struct shut_arg {
 	struct coord *c;
 	int64_t drain_ms;
@@ -725,6 +747,7 @@ int main(void)
 		T(test_admission_closes_on_loss),
 		T(test_shutdown_order_live_deadlines),
 		T(test_shutdown_drains_first),
+		T(test_close_admission_keeps_leases),
 		T(test_concurrent_shutdowns_run_once),
 		T(test_free_without_shutdown_is_orderly),
 		T(test_session_placement),
