@@ -889,7 +889,8 @@ static int file_revoke(struct lease_store *store, const char *name,
 				  strerror(-r));
 		goto out_close;
 	}
-	r = rec_read(fs, name, &rec, NULL, err);
+	if (held)
+		r = rec_read(fs, name, &rec, NULL, err);
 	if (r < 0)
 		goto out_close;
 	if (!held || rec.state != LEASE_STATE_HELD) {
