@@ -1,3 +1,1322 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder until implemented */
+/*
+ * Low-level FUSE passthrough of one root directory.
+ *
+ * Inodes: every inode the kernel knows is an O_PATH fd on the backing
+ * object, keyed by (dev, ino) in a hash table and refcounted by the
+ * kernel's nlookup.  The FUSE node id is the address of the inode record
+ * (FUSE_ROOT_ID stands for the root record).  An inode's fd stays open
+ * until the kernel forgets the inode, so its backing (dev, ino) cannot be
+ * reused while the record exists.
+ *
+ * Ownership: objects are created with the caller's fsuid/fsgid (set per
+ * worker thread around the creating syscall), so the backing filesystem
+ * applies setgid-directory inheritance.  The kernel applies the caller's
+ * umask before sending a mode (FUSE_CAP_DONT_MASK stays off) and the daemon
+ * runs with umask 0, so created modes are exactly the requested ones.
+ * Supplementary groups are installed (per thread) only when a creating call
+ * failed with EACCES under fsuid/fsgid alone.
+ *
+ * Permission checks are the kernel's (mount with default_permissions); the
+ * operations themselves run with the daemon's credentials except where
+ * ownership of a new object or backing-side policy (hard links) depends on
+ * the caller.
+ *
+ * This file knows nothing of leases: gate.c wraps the mutating entries of
+ * the table built here.  statfs alone reads coord_healthy() to report
+ * ST_RDONLY after loss.
+ *
+ * Error convention: helpers return 0 or -errno; reply_err() is the one
+ * place that turns an error into a FUSE reply.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/fsuid.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
 #include "fs.h"
+
+#define LFS_MAX_WRITE (1u << 20)
+#define LFS_MAX_GROUPS 64
+#define LFS_TABLE_MIN_BUCKETS 1024u
+#define PROC_FD_PATH_MAX 32
+
+struct lfs_inode {
+	struct lfs_inode *next; /* hash chain; fs->lock */
+	uint64_t nlookup;       /* kernel references; fs->lock */
+	dev_t dev;              /* immutable */
+	ino_t ino;              /* immutable */
+	int fd;                 /* O_PATH; immutable while the record lives */
+	bool pinned;            /* root: never freed by forget; immutable */
+};
+
+struct lfs_dir {
+	DIR *dp;
+	off_t offset;            /* the kernel's view of dp's position */
+	struct dirent *pending;  /* read from dp but not yet returned */
+};
+
+struct lfs {
+	struct lfs_config cfg;
+	char *root_path;
+	char *mountpoint;
+	struct fuse_session *se;
+	struct lfs_inode root;
+	uid_t own_uid;          /* daemon credentials restored after switches */
+	gid_t own_gid;
+	int own_ngroups;
+	gid_t own_groups[LFS_MAX_GROUPS];
+
+	/* lock protects the hash table: buckets, nbuckets, count, and every
+	 * inode's next and nlookup.  Held only for table operations; never
+	 * across a reply or a syscall. */
+	pthread_mutex_t lock;
+	struct lfs_inode **buckets;
+	size_t nbuckets;          /* power of two */
+	size_t count;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static struct lfs *req_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct lfs_inode *inode_of(struct lfs *fs, fuse_ino_t ino)
+{
+	if (ino == FUSE_ROOT_ID)
+		return &fs->root;
+	return (struct lfs_inode *)(uintptr_t)ino;
+}
+
+static fuse_ino_t node_id(struct lfs *fs, struct lfs_inode *inode)
+{
+	if (inode == &fs->root)
+		return FUSE_ROOT_ID;
+	return (fuse_ino_t)(uintptr_t)inode;
+}
+
+/* The one mapping of an internal error to a FUSE reply. */
+static void reply_err(fuse_req_t req, int rc)
+{
+	fuse_reply_err(req, rc < 0 ? -rc : rc);
+}
+
+static int neg_errno(void)
+{
+	return errno ? -errno : -EIO;
+}
+
+/* "/proc/self/fd/N" for fd into buf. */
+static const char *proc_path(char buf[PROC_FD_PATH_MAX], int fd)
+{
+	snprintf(buf, PROC_FD_PATH_MAX, "/proc/self/fd/%d", fd);
+	return buf;
+}
+
+static int stat_fd(int fd, struct stat *st)
+{
+	if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		return neg_errno();
+	return 0;
+}
+
+static bool placement_exclusive(const struct lfs *fs)
+{
+	return fs->cfg.placement != COORD_SHARED;
+}
+
+/* ---- caller credentials ------------------------------------------------- */
+
+/* Runs fn(arg) with the caller's fsuid/fsgid on this worker thread.  If
+ * that fails with EACCES and the caller has supplementary groups, retries
+ * once with them installed (per-thread setgroups, not glibc's broadcast). */
+static int as_caller(fuse_req_t req, int (*fn)(void *), void *arg)
+{
+	struct lfs *fs = req_fs(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t groups[LFS_MAX_GROUPS];
+	int rc, n;
+
+	setfsgid(ctx->gid);
+	setfsuid(ctx->uid);
+	rc = fn(arg);
+	if (rc != -EACCES)
+		goto restore;
+	n = fuse_req_getgroups(req, LFS_MAX_GROUPS, groups);
+	if (n <= 0)
+		goto restore;
+	if (n > LFS_MAX_GROUPS)
+		n = LFS_MAX_GROUPS;
+	if (syscall(SYS_setgroups, (size_t)n, groups) < 0)
+		goto restore;
+	rc = fn(arg);
+	syscall(SYS_setgroups, (size_t)fs->own_ngroups, fs->own_groups);
+restore:
+	setfsuid(fs->own_uid);
+	setfsgid(fs->own_gid);
+	return rc;
+}
+
+/* ---- inode table -------------------------------------------------------- */
+
+static size_t hash_key(dev_t dev, ino_t ino)
+{
+	uint64_t h = (uint64_t)ino ^ ((uint64_t)dev * 0x9e3779b97f4a7c15ull);
+
+	h ^= h >> 31;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 29;
+	return (size_t)h;
+}
+
+/* Caller holds fs->lock. */
+static struct lfs_inode *table_find_locked(struct lfs *fs, dev_t dev,
+					   ino_t ino)
+{
+	struct lfs_inode *p = fs->buckets[hash_key(dev, ino) & (fs->nbuckets - 1)];
+
+	while (p && !(p->ino == ino && p->dev == dev))
+		p = p->next;
+	return p;
+}
+
+/* Caller holds fs->lock.  Doubling keeps chains O(1) on average; a failed
+ * allocation leaves the table usable at a higher load. */
+static void table_grow_locked(struct lfs *fs)
+{
+	size_t n = fs->nbuckets * 2, i;
+	struct lfs_inode **nb = calloc(n, sizeof(*nb));
+
+	if (!nb)
+		return;
+	for (i = 0; i < fs->nbuckets; i++) {
+		struct lfs_inode *p = fs->buckets[i], *next;
+
+		for (; p; p = next) {
+			size_t b = hash_key(p->dev, p->ino) & (n - 1);
+
+			next = p->next;
+			p->next = nb[b];
+			nb[b] = p;
+		}
+	}
+	free(fs->buckets);
+	fs->buckets = nb;
+	fs->nbuckets = n;
+}
+
+/* Caller holds fs->lock. */
+static void table_insert_locked(struct lfs *fs, struct lfs_inode *inode)
+{
+	size_t b;
+
+	if (fs->count >= fs->nbuckets)
+		table_grow_locked(fs);
+	b = hash_key(inode->dev, inode->ino) & (fs->nbuckets - 1);
+	inode->next = fs->buckets[b];
+	fs->buckets[b] = inode;
+	fs->count++;
+}
+
+/* Caller holds fs->lock. */
+static void table_remove_locked(struct lfs *fs, struct lfs_inode *inode)
+{
+	struct lfs_inode **pp =
+		&fs->buckets[hash_key(inode->dev, inode->ino) & (fs->nbuckets - 1)];
+
+	while (*pp && *pp != inode)
+		pp = &(*pp)->next;
+	if (*pp) {
+		*pp = inode->next;
+		fs->count--;
+	}
+}
+
+/* A new kernel reference to the inode (dev, ino), or NULL if unknown. */
+static struct lfs_inode *table_ref(struct lfs *fs, dev_t dev, ino_t ino)
+{
+	struct lfs_inode *p;
+
+	pthread_mutex_lock(&fs->lock);
+	p = table_find_locked(fs, dev, ino);
+	if (p)
+		p->nlookup++;
+	pthread_mutex_unlock(&fs->lock);
+	return p;
+}
+
+/* Takes ownership of fd (an O_PATH fd whose stat is st) and returns a
+ * referenced inode for it: an existing record if another thread won the
+ * race (fd is then closed), else a new one.  NULL on allocation failure
+ * (fd closed). */
+static struct lfs_inode *table_ref_or_add(struct lfs *fs, int fd,
+					  const struct stat *st)
+{
+	struct lfs_inode *fresh = calloc(1, sizeof(*fresh)), *p;
+
+	if (!fresh) {
+		close(fd);
+		return NULL;
+	}
+	fresh->dev = st->st_dev;
+	fresh->ino = st->st_ino;
+	fresh->fd = fd;
+	fresh->nlookup = 1;
+
+	pthread_mutex_lock(&fs->lock);
+	p = table_find_locked(fs, st->st_dev, st->st_ino);
+	if (p)
+		p->nlookup++;
+	else
+		table_insert_locked(fs, fresh);
+	pthread_mutex_unlock(&fs->lock);
+
+	if (!p)
+		return fresh;
+	close(fd);
+	free(fresh);
+	return p;
+}
+
+/* Drops n kernel references; frees the record when none remain. */
+static void table_unref(struct lfs *fs, struct lfs_inode *inode, uint64_t n)
+{
+	bool dead = false;
+
+	pthread_mutex_lock(&fs->lock);
+	inode->nlookup = inode->nlookup > n ? inode->nlookup - n : 0;
+	if (inode->nlookup == 0 && !inode->pinned) {
+		table_remove_locked(fs, inode);
+		dead = true;
+	}
+	pthread_mutex_unlock(&fs->lock);
+
+	if (dead) {
+		close(inode->fd);
+		free(inode);
+	}
+}
+
+/* ---- lookup ------------------------------------------------------------- */
+
+static void entry_fill(struct lfs *fs, struct lfs_inode *inode,
+		       const struct stat *st, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = node_id(fs, inode);
+	e->attr = *st;
+	e->attr_timeout = fs->cfg.attr_timeout;
+	e->entry_timeout = fs->cfg.entry_timeout;
+}
+
+/*
+ * Resolve `name` in `parent` to a referenced inode and fill `e`.  Known
+ * inodes cost one fstatat; unknown ones an O_PATH open as well.
+ */
+static int lookup_at(struct lfs *fs, struct lfs_inode *parent,
+		     const char *name, struct fuse_entry_param *e)
+{
+	struct lfs_inode *inode;
+	struct stat st;
+	int fd, rc;
+
+	if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return neg_errno();
+	inode = table_ref(fs, st.st_dev, st.st_ino);
+	if (inode)
+		goto found;
+
+	fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return neg_errno();
+	rc = stat_fd(fd, &st);
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	inode = table_ref_or_add(fs, fd, &st);
+	if (!inode)
+		return -ENOMEM;
+found:
+	entry_fill(fs, inode, &st, e);
+	return 0;
+}
+
+static void lfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct lfs *fs = req_fs(req);
+	struct fuse_entry_param e;
+	int rc = lookup_at(fs, inode_of(fs, parent), name, &e);
+
+	if (rc == -ENOENT && fs->cfg.entry_timeout > 0) {
+		/* Negative entry: cached by the kernel for entry_timeout. */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = fs->cfg.entry_timeout;
+		rc = 0;
+	}
+	if (rc < 0)
+		reply_err(req, rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void lfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct lfs *fs = req_fs(req);
+
+	table_unref(fs, inode_of(fs, ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void lfs_forget_multi(fuse_req_t req, size_t count,
+			     struct fuse_forget_data *forgets)
+{
+	struct lfs *fs = req_fs(req);
+	size_t i;
+
+	for (i = 0; i < count; i++)
+		table_unref(fs, inode_of(fs, forgets[i].ino), forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+/* ---- attributes --------------------------------------------------------- */
+
+static void reply_attr(fuse_req_t req, int rc, const struct stat *st)
+{
+	if (rc < 0)
+		reply_err(req, rc);
+	else
+		fuse_reply_attr(req, st, req_fs(req)->cfg.attr_timeout);
+}
+
+static void lfs_getattr(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct lfs *fs = req_fs(req);
+	struct stat st;
+	int rc;
+
+	if (fi)
+		rc = fstat((int)fi->fh, &st) < 0 ? neg_errno() : 0;
+	else
+		rc = stat_fd(inode_of(fs, ino)->fd, &st);
+	reply_attr(req, rc, &st);
+}
+
+static int set_mode(struct lfs_inode *inode, struct fuse_file_info *fi,
+		    mode_t mode)
+{
+	char p[PROC_FD_PATH_MAX];
+	int res;
+
+	if (fi)
+		res = fchmod((int)fi->fh, mode);
+	else
+		res = chmod(proc_path(p, inode->fd), mode);
+	return res < 0 ? neg_errno() : 0;
+}
+
+static int set_owner(struct lfs_inode *inode, const struct stat *attr,
+		     int valid)
+{
+	uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
+	gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
+
+	if (fchownat(inode->fd, "", uid, gid,
+		     AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		return neg_errno();
+	return 0;
+}
+
+static int set_size(struct lfs_inode *inode, struct fuse_file_info *fi,
+		    off_t size)
+{
+	char p[PROC_FD_PATH_MAX];
+	int res;
+
+	if (fi)
+		res = ftruncate((int)fi->fh, size);
+	else
+		res = truncate(proc_path(p, inode->fd), size);
+	return res < 0 ? neg_errno() : 0;
+}
+
+static void time_spec(struct timespec *ts, int valid, int set_bit,
+		      int now_bit, const struct timespec *given)
+{
+	if (valid & now_bit)
+		ts->tv_nsec = UTIME_NOW;
+	else if (valid & set_bit)
+		*ts = *given;
+	else
+		ts->tv_nsec = UTIME_OMIT;
+}
+
+static int set_times(struct lfs_inode *inode, struct fuse_file_info *fi,
+		     const struct stat *attr, int valid)
+{
+	struct timespec tv[2];
+	int res;
+
+	time_spec(&tv[0], valid, FUSE_SET_ATTR_ATIME, FUSE_SET_ATTR_ATIME_NOW,
+		  &attr->st_atim);
+	time_spec(&tv[1], valid, FUSE_SET_ATTR_MTIME, FUSE_SET_ATTR_MTIME_NOW,
+		  &attr->st_mtim);
+	if (fi)
+		res = futimens((int)fi->fh, tv);
+	else
+		res = utimensat(inode->fd, "", tv,
+				AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+	return res < 0 ? neg_errno() : 0;
+}
+
+static int do_setattr(struct lfs_inode *inode, struct stat *attr, int valid,
+		      struct fuse_file_info *fi)
+{
+	int rc = 0;
+
+	if (valid & FUSE_SET_ATTR_MODE)
+		rc = set_mode(inode, fi, attr->st_mode);
+	if (!rc && (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
+		rc = set_owner(inode, attr, valid);
+	if (!rc && (valid & FUSE_SET_ATTR_SIZE))
+		rc = set_size(inode, fi, attr->st_size);
+	if (!rc && (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+			     FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW)))
+		rc = set_times(inode, fi, attr, valid);
+	return rc;
+}
+
+static void lfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			int valid, struct fuse_file_info *fi)
+{
+	struct lfs_inode *inode = inode_of(req_fs(req), ino);
+	struct stat st;
+	int rc = do_setattr(inode, attr, valid, fi);
+
+	if (!rc)
+		rc = stat_fd(inode->fd, &st);
+	reply_attr(req, rc, &st);
+}
+
+static void lfs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PATH_MAX + 1];
+	ssize_t n = readlinkat(inode_of(req_fs(req), ino)->fd, "", buf,
+			       sizeof(buf));
+
+	if (n < 0)
+		reply_err(req, neg_errno());
+	else if ((size_t)n >= sizeof(buf))
+		reply_err(req, -ENAMETOOLONG);
+	else {
+		buf[n] = '\0';
+		fuse_reply_readlink(req, buf);
+	}
+}
+
+/* ---- creating entries --------------------------------------------------- */
+
+struct make_args {
+	int dirfd;
+	const char *name;
+	mode_t mode;
+	dev_t rdev;
+	const char *target;   /* symlink */
+	int oldfd;            /* link: O_PATH fd of the existing inode */
+	int open_flags;       /* create */
+	int fd_out;           /* create: the opened file */
+};
+
+static int make_node(void *a_)
+{
+	struct make_args *a = a_;
+	int res;
+
+	if (S_ISDIR(a->mode))
+		res = mkdirat(a->dirfd, a->name, a->mode & ~S_IFMT);
+	else if (S_ISLNK(a->mode))
+		res = symlinkat(a->target, a->dirfd, a->name);
+	else
+		res = mknodat(a->dirfd, a->name, a->mode, a->rdev);
+	return res < 0 ? neg_errno() : 0;
+}
+
+/* Through /proc: linkat(AT_EMPTY_PATH) would need CAP_DAC_READ_SEARCH,
+ * which the caller's fsuid drops. */
+static int make_link(void *a_)
+{
+	struct make_args *a = a_;
+	char p[PROC_FD_PATH_MAX];
+
+	if (linkat(AT_FDCWD, proc_path(p, a->oldfd), a->dirfd, a->name,
+		   AT_SYMLINK_FOLLOW) < 0)
+		return neg_errno();
+	return 0;
+}
+
+static int make_file(void *a_)
+{
+	struct make_args *a = a_;
+
+	a->fd_out = openat(a->dirfd, a->name, a->open_flags, a->mode);
+	return a->fd_out < 0 ? neg_errno() : 0;
+}
+
+static void reply_made(fuse_req_t req, struct lfs_inode *parent,
+		       const char *name, int rc)
+{
+	struct fuse_entry_param e;
+
+	if (!rc)
+		rc = lookup_at(req_fs(req), parent, name, &e);
+	if (rc < 0)
+		reply_err(req, rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode, dev_t rdev, const char *target)
+{
+	struct lfs_inode *dir = inode_of(req_fs(req), parent);
+	struct make_args a = {
+		.dirfd = dir->fd, .name = name, .mode = mode, .rdev = rdev,
+		.target = target,
+	};
+
+	reply_made(req, dir, name, as_caller(req, make_node, &a));
+}
+
+static void lfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, dev_t rdev)
+{
+	make_entry(req, parent, name, mode, rdev, NULL);
+}
+
+static void lfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode)
+{
+	make_entry(req, parent, name, S_IFDIR | mode, 0, NULL);
+}
+
+static void lfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+			const char *name)
+{
+	make_entry(req, parent, name, S_IFLNK, 0, link);
+}
+
+static void lfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		     const char *newname)
+{
+	struct lfs *fs = req_fs(req);
+	struct lfs_inode *dir = inode_of(fs, newparent);
+	struct make_args a = {
+		.dirfd = dir->fd, .name = newname,
+		.oldfd = inode_of(fs, ino)->fd,
+	};
+
+	reply_made(req, dir, newname, as_caller(req, make_link, &a));
+}
+
+/* ---- removing and renaming ---------------------------------------------- */
+
+static void unlink_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
+			 int flags)
+{
+	if (unlinkat(inode_of(req_fs(req), parent)->fd, name, flags) < 0)
+		reply_err(req, neg_errno());
+	else
+		fuse_reply_err(req, 0);
+}
+
+static void lfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	unlink_entry(req, parent, name, 0);
+}
+
+static void lfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	unlink_entry(req, parent, name, AT_REMOVEDIR);
+}
+
+static void lfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       fuse_ino_t newparent, const char *newname,
+		       unsigned int flags)
+{
+	struct lfs *fs = req_fs(req);
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+		reply_err(req, -EINVAL);
+		return;
+	}
+	if (renameat2(inode_of(fs, parent)->fd, name,
+		      inode_of(fs, newparent)->fd, newname, flags) < 0)
+		reply_err(req, neg_errno());
+	else
+		fuse_reply_err(req, 0);
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+static void open_reply_flags(struct lfs *fs, struct fuse_file_info *fi)
+{
+	/* Exclusive: this mount is the only legitimate writer, so cached
+	 * pages stay valid across opens. */
+	fi->keep_cache = placement_exclusive(fs);
+}
+
+static void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode, struct fuse_file_info *fi)
+{
+	struct lfs *fs = req_fs(req);
+	struct lfs_inode *dir = inode_of(fs, parent);
+	struct make_args a = {
+		.dirfd = dir->fd, .name = name, .mode = mode & ~S_IFMT,
+		.open_flags = (fi->flags | O_CREAT | O_CLOEXEC) & ~O_NOFOLLOW,
+		.fd_out = -1,
+	};
+	struct fuse_entry_param e;
+	int rc = as_caller(req, make_file, &a);
+
+	if (!rc)
+		rc = lookup_at(fs, dir, name, &e);
+	if (rc < 0)
+		goto fail;
+	fi->fh = (uint64_t)a.fd_out;
+	open_reply_flags(fs, fi);
+	if (fuse_reply_create(req, &e, fi) != 0) {
+		/* The kernel will not release a handle it never received. */
+		close(a.fd_out);
+		table_unref(fs, inode_of(fs, e.ino), 1);
+	}
+	return;
+fail:
+	if (a.fd_out >= 0)
+		close(a.fd_out);
+	reply_err(req, rc);
+}
+
+static void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct lfs *fs = req_fs(req);
+	char p[PROC_FD_PATH_MAX];
+	int flags = (fi->flags | O_CLOEXEC) & ~(O_CREAT | O_EXCL | O_NOCTTY |
+						 O_NOFOLLOW);
+	int fd = open(proc_path(p, inode_of(fs, ino)->fd), flags);
+
+	if (fd < 0) {
+		reply_err(req, neg_errno());
+		return;
+	}
+	fi->fh = (uint64_t)fd;
+	open_reply_flags(fs, fi);
+	if (fuse_reply_open(req, fi) != 0)
+		close(fd);
+}
+
+static void lfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+
+	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	buf.buf[0].fd = (int)fi->fh;
+	buf.buf[0].pos = off;
+	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void lfs_write_buf(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_bufvec *in, off_t off,
+			  struct fuse_file_info *fi)
+{
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+	ssize_t n;
+
+	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	out.buf[0].fd = (int)fi->fh;
+	out.buf[0].pos = off;
+	n = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
+	if (n < 0)
+		reply_err(req, (int)n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+/* Close-time errors of the backing fs (e.g. NFS) surface here. */
+static void lfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int fd = dup((int)fi->fh);
+
+	if (fd < 0 || close(fd) < 0)
+		reply_err(req, neg_errno());
+	else
+		fuse_reply_err(req, 0);
+}
+
+static void lfs_release(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	close((int)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void lfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		      struct fuse_file_info *fi)
+{
+	int res = datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh);
+
+	reply_err(req, res < 0 ? neg_errno() : 0);
+}
+
+static void lfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+			  off_t offset, off_t length,
+			  struct fuse_file_info *fi)
+{
+	int res = fallocate((int)fi->fh, mode, offset, length);
+
+	reply_err(req, res < 0 ? neg_errno() : 0);
+}
+
+static void lfs_flock(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi, int op)
+{
+	int res = flock((int)fi->fh, op);
+
+	reply_err(req, res < 0 ? neg_errno() : 0);
+}
+
+static void lfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
+				off_t off_in, struct fuse_file_info *fi_in,
+				fuse_ino_t ino_out, off_t off_out,
+				struct fuse_file_info *fi_out, size_t len,
+				int flags)
+{
+	ssize_t n = copy_file_range((int)fi_in->fh, &off_in, (int)fi_out->fh,
+				    &off_out, len, (unsigned)flags);
+
+	if (n < 0)
+		reply_err(req, neg_errno());
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void lfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		      struct fuse_file_info *fi)
+{
+	off_t res = lseek((int)fi->fh, off, whence);
+
+	if (res < 0)
+		reply_err(req, neg_errno());
+	else
+		fuse_reply_lseek(req, res);
+}
+
+/* ---- directories -------------------------------------------------------- */
+
+static struct lfs_dir *dir_of(struct fuse_file_info *fi)
+{
+	return (struct lfs_dir *)(uintptr_t)fi->fh;
+}
+
+static void lfs_opendir(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct lfs *fs = req_fs(req);
+	struct lfs_dir *d = calloc(1, sizeof(*d));
+	int fd = -1, rc;
+
+	if (!d) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	fd = openat(inode_of(fs, ino)->fd, ".",
+		    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = neg_errno();
+		goto fail;
+	}
+	d->dp = fdopendir(fd);
+	if (!d->dp) {
+		rc = neg_errno();
+		goto fail;
+	}
+	fi->fh = (uint64_t)(uintptr_t)d;
+	/* Exclusive: the kernel's cached listing stays valid; it is
+	 * invalidated by changes made through this mount. */
+	fi->cache_readdir = placement_exclusive(fs);
+	fi->keep_cache = placement_exclusive(fs);
+	if (fuse_reply_open(req, fi) != 0) {
+		closedir(d->dp);
+		free(d);
+	}
+	return;
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(d);
+	reply_err(req, rc);
+}
+
+static bool is_dot(const char *name)
+{
+	return name[0] == '.' &&
+	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
+/* Adds one entry at buf; returns its size (> rem means it did not fit
+ * and no reference was taken) or -errno. */
+static ssize_t dir_add(fuse_req_t req, struct lfs_inode *dir, char *buf,
+		       size_t rem, const struct dirent *de, bool plus)
+{
+	struct lfs *fs = req_fs(req);
+	struct fuse_entry_param e;
+	size_t n;
+	int rc;
+
+	if (!plus) {
+		struct stat st = { .st_ino = de->d_ino,
+				   .st_mode = (mode_t)de->d_type << 12 };
+
+		return (ssize_t)fuse_add_direntry(req, buf, rem, de->d_name,
+						  &st, de->d_off);
+	}
+	if (is_dot(de->d_name)) {
+		memset(&e, 0, sizeof(e));
+		e.attr.st_ino = de->d_ino;
+		e.attr.st_mode = (mode_t)de->d_type << 12;
+		return (ssize_t)fuse_add_direntry_plus(req, buf, rem,
+						       de->d_name, &e,
+						       de->d_off);
+	}
+	rc = lookup_at(fs, dir, de->d_name, &e);
+	if (rc < 0)
+		return rc;
+	n = fuse_add_direntry_plus(req, buf, rem, de->d_name, &e, de->d_off);
+	if (n > rem)
+		table_unref(fs, inode_of(fs, e.ino), 1);
+	return (ssize_t)n;
+}
+
+/* The kernel serializes readdir on one open directory, so a handle is
+ * never used by two threads at once. */
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+		       off_t off, struct fuse_file_info *fi, bool plus)
+{
+	struct lfs_dir *d = dir_of(fi);
+	struct lfs_inode *dir = inode_of(req_fs(req), ino);
+	char *buf = malloc(size);
+	size_t pos = 0;
+	int rc = 0;
+
+	if (!buf) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	if (off != d->offset) {
+		seekdir(d->dp, off);
+		d->pending = NULL;
+		d->offset = off;
+	}
+	for (;;) {
+		ssize_t n;
+
+		if (!d->pending) {
+			errno = 0;
+			d->pending = readdir(d->dp);
+			if (!d->pending) {
+				rc = errno ? -errno : 0;
+				break;
+			}
+		}
+		n = dir_add(req, dir, buf + pos, size - pos, d->pending, plus);
+		if (n < 0) {
+			rc = (int)n;
+			break;
+		}
+		if ((size_t)n > size - pos)
+			break;
+		pos += (size_t)n;
+		d->offset = d->pending->d_off;
+		d->pending = NULL;
+	}
+	/* A partial listing is still progress; the error recurs next call. */
+	if (pos == 0 && rc < 0)
+		reply_err(req, rc);
+	else
+		fuse_reply_buf(req, buf, pos);
+	free(buf);
+}
+
+static void lfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+			off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, false);
+}
+
+static void lfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			    off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, true);
+}
+
+static void lfs_releasedir(fuse_req_t req, fuse_ino_t ino,
+			   struct fuse_file_info *fi)
+{
+	struct lfs_dir *d = dir_of(fi);
+
+	closedir(d->dp);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+static void lfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			 struct fuse_file_info *fi)
+{
+	int fd = dirfd(dir_of(fi)->dp);
+	int res = datasync ? fdatasync(fd) : fsync(fd);
+
+	reply_err(req, res < 0 ? neg_errno() : 0);
+}
+
+static void lfs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct lfs *fs = req_fs(req);
+	struct statvfs sv;
+
+	if (fstatvfs(inode_of(fs, ino)->fd, &sv) < 0) {
+		reply_err(req, neg_errno());
+		return;
+	}
+	if (fs->cfg.coord && coord_healthy(fs->cfg.coord) != 0)
+		sv.f_flag |= ST_RDONLY;
+	fuse_reply_statfs(req, &sv);
+}
+
+/* ---- xattrs --------------------------------------------------------------
+ * Through /proc/self/fd/N, which reaches the inode itself (symlinks
+ * included, where the kernel refuses user.* with EPERM as natively). */
+
+static void lfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 const char *value, size_t size, int flags)
+{
+	char p[PROC_FD_PATH_MAX];
+	int res = setxattr(proc_path(p, inode_of(req_fs(req), ino)->fd), name,
+			   value, size, flags);
+
+	reply_err(req, res < 0 ? neg_errno() : 0);
+}
+
+static void lfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	char p[PROC_FD_PATH_MAX];
+	int res = removexattr(proc_path(p, inode_of(req_fs(req), ino)->fd),
+			      name);
+
+	reply_err(req, res < 0 ? neg_errno() : 0);
+}
+
+/* Size query (size == 0) or value; shared by getxattr and listxattr. */
+static void reply_xattr(fuse_req_t req, size_t size, const char *name,
+			int fd)
+{
+	char p[PROC_FD_PATH_MAX];
+	char *buf = NULL;
+	ssize_t n;
+
+	if (size) {
+		buf = malloc(size);
+		if (!buf) {
+			reply_err(req, -ENOMEM);
+			return;
+		}
+	}
+	proc_path(p, fd);
+	n = name ? getxattr(p, name, buf, size) : listxattr(p, buf, size);
+	if (n < 0)
+		reply_err(req, neg_errno());
+	else if (size)
+		fuse_reply_buf(req, buf, (size_t)n);
+	else
+		fuse_reply_xattr(req, (size_t)n);
+	free(buf);
+}
+
+static void lfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 size_t size)
+{
+	reply_xattr(req, size, name, inode_of(req_fs(req), ino)->fd);
+}
+
+static void lfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	reply_xattr(req, size, NULL, inode_of(req_fs(req), ino)->fd);
+}
+
+/* ---- session ------------------------------------------------------------ */
+
+static void want(struct fuse_conn_info *conn, unsigned cap)
+{
+	if (conn->capable & cap)
+		conn->want |= cap;
+}
+
+static void lfs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct lfs *fs = userdata;
+	bool excl = placement_exclusive(fs);
+
+	/* Splice out (read replies) but not in: splicing every request
+	 * from /dev/fuse through a pipe costs more than it saves for the
+	 * small requests that dominate (measured: untar 13 s vs 8 s). */
+	want(conn, FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+	conn->want &= ~FUSE_CAP_SPLICE_READ;
+	want(conn, FUSE_CAP_READDIRPLUS | FUSE_CAP_PARALLEL_DIROPS |
+		   FUSE_CAP_ASYNC_READ | FUSE_CAP_ATOMIC_O_TRUNC);
+	want(conn, FUSE_CAP_CACHE_SYMLINKS);
+	/* An acknowledged write must have passed the gate. */
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* The kernel clears suid/sgid itself (via setattr) on write,
+	 * truncate and chown by a caller lacking CAP_FSETID. */
+	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+	/* Locks are kept by the kernel: one mount, one lock domain. */
+	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	if (excl) {
+		conn->want &= ~(FUSE_CAP_READDIRPLUS_AUTO |
+				FUSE_CAP_AUTO_INVAL_DATA);
+	} else {
+		want(conn, FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_AUTO_INVAL_DATA);
+	}
+	conn->max_write = LFS_MAX_WRITE;
+}
+
+static const struct fuse_lowlevel_ops lfs_ops = {
+	.init = lfs_init,
+	.lookup = lfs_lookup,
+	.forget = lfs_forget,
+	.forget_multi = lfs_forget_multi,
+	.getattr = lfs_getattr,
+	.setattr = lfs_setattr,
+	.readlink = lfs_readlink,
+	.mknod = lfs_mknod,
+	.mkdir = lfs_mkdir,
+	.symlink = lfs_symlink,
+	.link = lfs_link,
+	.unlink = lfs_unlink,
+	.rmdir = lfs_rmdir,
+	.rename = lfs_rename,
+	.create = lfs_create,
+	.open = lfs_open,
+	.read = lfs_read,
+	.write_buf = lfs_write_buf,
+	.flush = lfs_flush,
+	.release = lfs_release,
+	.fsync = lfs_fsync,
+	.fallocate = lfs_fallocate,
+	.flock = lfs_flock,
+	.copy_file_range = lfs_copy_file_range,
+	.lseek = lfs_lseek,
+	.opendir = lfs_opendir,
+	.readdir = lfs_readdir,
+	.readdirplus = lfs_readdirplus,
+	.releasedir = lfs_releasedir,
+	.fsyncdir = lfs_fsyncdir,
+	.statfs = lfs_statfs,
+	.setxattr = lfs_setxattr,
+	.getxattr = lfs_getxattr,
+	.listxattr = lfs_listxattr,
+	.removexattr = lfs_removexattr,
+};
+
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int open_root(struct lfs *fs)
+{
+	struct stat st;
+	int rc;
+
+	fs->root.fd = open(fs->root_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fs->root.fd < 0)
+		return neg_errno();
+	rc = stat_fd(fs->root.fd, &st);
+	if (rc < 0)
+		return rc;
+	fs->root.dev = st.st_dev;
+	fs->root.ino = st.st_ino;
+	fs->root.nlookup = 1;
+	fs->root.pinned = true;
+	table_insert_locked(fs, &fs->root); /* not yet shared */
+	return 0;
+}
+
+static int save_creds(struct lfs *fs)
+{
+	int n = getgroups(LFS_MAX_GROUPS, fs->own_groups);
+
+	if (n < 0)
+		return neg_errno();
+	fs->own_ngroups = n;
+	fs->own_uid = geteuid();
+	fs->own_gid = getegid();
+	return 0;
+}
+
+int lfs_new(const struct lfs_config *cfg, struct fuse_args *args,
+	    struct lfs **out)
+{
+	struct fuse_lowlevel_ops ops = lfs_ops;
+	struct lfs *fs = calloc(1, sizeof(*fs));
+	int rc;
+
+	if (!fs)
+		return -ENOMEM;
+	fs->cfg = *cfg;
+	fs->root.fd = -1;
+	pthread_mutex_init(&fs->lock, NULL);
+	fs->nbuckets = LFS_TABLE_MIN_BUCKETS;
+	fs->buckets = calloc(fs->nbuckets, sizeof(*fs->buckets));
+	fs->root_path = strdup(cfg->root);
+	if (!fs->buckets || !fs->root_path) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	fs->cfg.root = fs->root_path;
+	rc = save_creds(fs);
+	if (rc < 0)
+		goto fail;
+	raise_nofile();
+	/* Modes arrive with the caller's umask applied. */
+	umask(0);
+	rc = open_root(fs);
+	if (rc < 0)
+		goto fail;
+
+	lfs_gate_init(cfg->coord);
+	lfs_gate_ops(&ops);
+	fs->se = fuse_session_new(args, &ops, sizeof(ops), fs);
+	if (!fs->se) {
+		rc = -EINVAL;
+		goto fail;
+	}
+	*out = fs;
+	return 0;
+fail:
+	lfs_free(fs);
+	return rc;
+}
+
+struct fuse_session *lfs_session(struct lfs *fs)
+{
+	return fs->se;
+}
+
+int lfs_mount(struct lfs *fs, const char *mountpoint)
+{
+	free(fs->mountpoint);
+	fs->mountpoint = strdup(mountpoint);
+	if (!fs->mountpoint)
+		return -ENOMEM;
+	if (fuse_session_mount(fs->se, mountpoint) != 0)
+		return -EIO;
+	return 0;
+}
+
+/*
+ * fs.h pins FUSE_USE_VERSION 34, whose fuse_session_loop_mt() takes the old
+ * two-field config and cannot bound the worker count.  The 3.12 loop is
+ * exported by every libfuse >= 3.12 (versioned symbol) and takes the
+ * opaque config that fuse_loop_cfg_create() returns.
+ */
+int fuse_session_loop_mt_312(struct fuse_session *se,
+			     struct fuse_loop_config *config);
+
+int lfs_run(struct lfs *fs)
+{
+	struct fuse_loop_config *lc = fuse_loop_cfg_create();
+	unsigned threads = fs->cfg.max_threads ? fs->cfg.max_threads : 4;
+	int res;
+
+	if (!lc)
+		return -ENOMEM;
+	fuse_loop_cfg_set_max_threads(lc, threads);
+	/* Idle limit = worker limit: a worker is never retired, since thread
+	 * churn costs more than idle threads do. */
+	fuse_loop_cfg_set_idle_threads(lc, threads);
+	fuse_loop_cfg_set_clone_fd(lc, 0);
+	res = fuse_session_loop_mt_312(fs->se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return res < 0 ? res : 0;
+}
+
+/* Workers check the exit flag after each request; the statfs makes one
+ * of them return, which ends the loop. */
+void lfs_stop(struct lfs *fs)
+{
+	struct statvfs sv;
+
+	fuse_session_exit(fs->se);
+	if (fs->mountpoint)
+		statvfs(fs->mountpoint, &sv);
+}
+
+void lfs_unmount(struct lfs *fs)
+{
+	fuse_session_unmount(fs->se);
+}
+
+static void table_free(struct lfs *fs)
+{
+	size_t i;
+
+	for (i = 0; fs->buckets && i < fs->nbuckets; i++) {
+		struct lfs_inode *p = fs->buckets[i], *next;
+
+		for (; p; p = next) {
+			next = p->next;
+			if (p != &fs->root) {
+				close(p->fd);
+				free(p);
+			}
+		}
+	}
+	free(fs->buckets);
+}
+
+void lfs_free(struct lfs *fs)
+{
+	if (!fs)
+		return;
+	if (fs->se)
+		fuse_session_destroy(fs->se);
+	table_free(fs);
+	if (fs->root.fd >= 0)
+		close(fs->root.fd);
+	pthread_mutex_destroy(&fs->lock);
+	free(fs->root_path);
+	free(fs->mountpoint);
+	free(fs);
+}
