@@ -83,8 +83,9 @@ static size_t collect(char *d, size_t s, size_t n, void *ud)
 	return fwrite(d, s, n, f);
 }
 
-/* POST a JSON body to the etcd gateway directly; parsed answer. */
-static json_object *raw_post(const char *path, const char *body)
+/* POST a JSON body to one member's gateway directly; parsed answer. */
+static json_object *raw_post_ep(const char *ep, const char *path,
+				const char *body)
 {
 	char url[512], *out = NULL;
 	size_t outlen = 0;
@@ -95,8 +96,7 @@ static json_object *raw_post(const char *path, const char *body)
 
 	assert_non_null(f);
 	assert_non_null(h);
-	snprintf(url, sizeof(url), "http://%s%s",
-		 getenv("LEASEFS_ETCD_ENDPOINTS"), path);
+	snprintf(url, sizeof(url), "http://%s%s", ep, path);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
@@ -112,6 +112,16 @@ static json_object *raw_post(const char *path, const char *body)
 	free(out);
 	assert_non_null(j);
 	return j;
+}
+
+/* POST to the first endpoint. */
+static json_object *raw_post(const char *path, const char *body)
+{
+	char ep[256];
+
+	snprintf(ep, sizeof(ep), "%s", getenv("LEASEFS_ETCD_ENDPOINTS"));
+	ep[strcspn(ep, ",")] = '\0';
+	return raw_post_ep(ep, path, body);
 }
 
 static char *b64(const char *s)
@@ -545,7 +555,119 @@ static int teardown(void **state)
 	return 0;
 }
 
-int main(void)
+/* ---- cluster (ETCD_MEMBERS=3) ------------------------------------- */
+
+/* Index (in endpoint order) of the current leader, or -1. */
+static int leader_index(char eps[][64], int n)
+{
+	for (int i = 0; i < n; i++) {
+		json_object *st = raw_post_ep(eps[i], "/v3/maintenance/status", "{}");
+		json_object *hdr = NULL;
+		int64_t me, leader;
+
+		json_object_object_get_ex(st, "header", &hdr);
+		me = jint(hdr, "member_id");
+		leader = jint(st, "leader");
+		json_object_put(st);
+		if (me != 0 && me == leader)
+			return i;
+	}
+	return -1;
+}
+
+static int split_list(const char *s, const char *sep, char out[][64], int max)
+{
+	char buf[1024], *save = NULL, *t;
+	int n = 0;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (t = strtok_r(buf, sep, &save); t && n < max;
+	     t = strtok_r(NULL, sep, &save))
+		snprintf(out[n++], 64, "%s", t);
+	return n;
+}
+
+/* Holder child for the cluster test: reports its epoch, then a byte if
+ * the lease is ever lost; killed by the parent. */
+static void cluster_child(struct lease_store *parent_st, int to_parent)
+{
+	struct lease_store *st = reopen(5000);
+	struct lease *l = NULL;
+	uint64_t epoch = 0;
+	char why;
+
+	lease_store_close(parent_st);
+	if (lease_acquire(st, "cluster/holder", lease_deadline_ms(10000), &l,
+			  NULL) == 0)
+		epoch = lease_epoch(l);
+	if (write(to_parent, &epoch, sizeof(epoch)) != sizeof(epoch) || !l)
+		_exit(2);
+	/* Bounded: the parent kills us long before this passes. */
+	if (tu_wait_readable(lease_loss_fd(l), 120000)) {
+		why = (char)lease_loss_reason(l);
+		if (write(to_parent, &why, 1) != 1)
+			_exit(3);
+	}
+	_exit(0);
+}
+
+static void test_cluster_leader_kill(void **state)
+{
+	struct lease_store *st = open_ttl(5000);
+	char eps[8][64], pids[8][64];
+	int n = split_list(getenv("LEASEFS_ETCD_ENDPOINTS"), ",", eps, 8);
+	int up[2], leader, status;
+	struct lease_err err = { 0 };
+	struct lease_info info;
+	uint64_t child_epoch = 0;
+	int64_t t0, reclaim;
+	struct lease *l;
+
+	(void)state;
+	assert_int_equal(split_list(getenv("ETCD_PIDS"), " ", pids, 8), n);
+	assert_true(n >= 3);
+	assert_int_equal(pipe2(up, O_CLOEXEC), 0);
+	child_pid = fork();
+	assert_true(child_pid >= 0);
+	if (child_pid == 0) {
+		close(up[0]);
+		cluster_child(st, up[1]);
+	}
+	close(up[1]);
+	assert_true(tu_wait_readable(up[0], 15000));
+	assert_int_equal(read(up[0], &child_epoch, sizeof(child_epoch)),
+			 sizeof(child_epoch));
+	assert_true(child_epoch > 0);
+
+	leader = leader_index(eps, n);
+	assert_true(leader >= 0);
+	printf("# killing leader %s (pid %s) under a live holder\n",
+	       eps[leader], pids[leader]);
+	assert_int_equal(kill((pid_t)atoi(pids[leader]), SIGKILL), 0);
+	/* Two TTLs without any loss at the holder: the lease survived. */
+	assert_false(tu_wait_readable(up[0], 2 * 5000));
+	assert_int_equal(lease_show(st, "cluster/holder", &info, &err), 0);
+	assert_int_equal(info.state, LEASE_STATE_HELD);
+	assert_int_equal(info.epoch, child_epoch);
+	printf("# lease survived the leader kill (epoch %" PRIu64 ")\n",
+	       child_epoch);
+
+	/* Now kill the holder too: the lease is reclaimed within TTL + 2 s. */
+	assert_int_equal(kill(child_pid, SIGKILL), 0);
+	t0 = lease_now_ns();
+	assert_int_equal(waitpid(child_pid, &status, 0), child_pid);
+	child_pid = 0;
+	l = acquire_ok(st, "cluster/holder", 5000 + 2000);
+	reclaim = lease_now_ns() - t0;
+	assert_true(lease_epoch(l) > child_epoch);
+	printf("# killed holder (TTL 5 s) reclaimed after %.0f ms, epoch %" PRIu64
+	       " -> %" PRIu64 "\n", reclaim / 1e6, child_epoch, lease_epoch(l));
+	lease_free(l);
+	close(up[0]);
+	lease_store_close(st);
+}
+
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_unreachable),
@@ -558,8 +680,14 @@ int main(void)
 		cmocka_unit_test_teardown(test_sigstop_holder_fenced, teardown),
 		cmocka_unit_test(test_etcd_stopped),
 	};
+	const struct CMUnitTest cluster[] = {
+		cmocka_unit_test_teardown(test_cluster_leader_kill, teardown),
+	};
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	curl_global_init(CURL_GLOBAL_ALL);
+	if (argc > 1 && strcmp(argv[1], "cluster") == 0)
+		return cmocka_run_group_tests_name("etcd-cluster", cluster, NULL,
+						   NULL);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
