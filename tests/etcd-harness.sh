@@ -10,6 +10,9 @@
 #   ETCD_PID        first member (so tests may SIGSTOP/SIGCONT it)
 #   ETCD_PIDS, ETCD_CLIENT_URLS   all members, in endpoint order
 #   ETCD_CLIENT_URL, ETCD_DATA_DIR   of the first member
+# With ETCD_TLS=1 the client URLs are https with client-certificate auth,
+# from a throwaway CA; exports LEASEFS_ETCD_CA, LEASEFS_ETCD_CERT and
+# LEASEFS_ETCD_KEY (the client's files).
 # runs the command, then stops every member by its pid.  Exits with the
 # command's status; 77 (skip) if etcd is not installed, 99 if etcd cannot
 # be started.
@@ -26,6 +29,12 @@ if [ $# -eq 0 ]; then
 fi
 
 members=${ETCD_MEMBERS:-1}
+tls=${ETCD_TLS:-0}
+# etcd reads ETCD_* variables as flags: keep ours out of its environment.
+unset ETCD_MEMBERS ETCD_TLS
+scheme=http
+tls_flags=()
+curl_tls=()
 workdir=$(mktemp -d "${TMPDIR:-/tmp}/leasefs-etcd-XXXXXX") || exit 99
 etcd_pids=
 
@@ -49,6 +58,35 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# A CA, a server certificate for 127.0.0.1 and a client certificate.
+make_certs() {
+	local d=$workdir/pki
+	mkdir -p "$d" || return 1
+	gen() { # name subject extensions [signing args...]
+		local n=$1 subj=$2 ext=$3
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+			-keyout "$d/$n.key" -out "$d/$n.csr" -subj "$subj" &&
+		openssl x509 -req -in "$d/$n.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" \
+			-CAcreateserial -out "$d/$n.crt" -days 1 \
+			-extfile <(printf '%s\n' "$ext")
+	}
+	{
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+			-nodes -keyout "$d/ca.key" -out "$d/ca.crt" -days 1 \
+			-subj /CN=leasefs-test-ca &&
+		gen server /CN=127.0.0.1 \
+			"subjectAltName=IP:127.0.0.1
+extendedKeyUsage=serverAuth,clientAuth" &&
+		gen client /CN=leasefs-test-client "extendedKeyUsage=clientAuth"
+	} >"$workdir/pki.log" 2>&1 || return 1
+	LEASEFS_ETCD_CA=$d/ca.crt LEASEFS_ETCD_CERT=$d/client.crt LEASEFS_ETCD_KEY=$d/client.key
+	scheme=https
+	tls_flags=(--cert-file "$d/server.crt" --key-file "$d/server.key"
+		--trusted-ca-file "$d/ca.crt" --client-cert-auth)
+	curl_tls=(--cacert "$d/ca.crt" --cert "$d/client.crt" --key "$d/client.key")
+	export LEASEFS_ETCD_CA LEASEFS_ETCD_CERT LEASEFS_ETCD_KEY
+}
+
 # N distinct ports the kernel reports free right now.
 free_ports() {
 	python3 -c '
@@ -68,7 +106,7 @@ wait_healthy() {
 	local url=$1 pid=$2
 	for _ in $(seq 1 150); do
 		kill -0 "$pid" 2>/dev/null || return 1
-		if curl -s --max-time 1 "$url/health" 2>/dev/null |
+		if curl -s "${curl_tls[@]}" --max-time 1 "$url/health" 2>/dev/null |
 			grep -q '"health":"true"'; then
 			return 0
 		fi
@@ -96,7 +134,7 @@ start_cluster() {
 	client_urls= endpoints=
 	for ((i = 0; i < members; i++)); do
 		cport=${ports[2 * i]} pport=${ports[2 * i + 1]}
-		url=http://127.0.0.1:$cport
+		url=$scheme://127.0.0.1:$cport
 		rm -rf "$workdir/data$i"
 		"$ETCD_BIN" --name "m$i" \
 			--data-dir "$workdir/data$i" \
@@ -106,7 +144,7 @@ start_cluster() {
 			--initial-advertise-peer-urls "http://127.0.0.1:$pport" \
 			--initial-cluster "$cluster" \
 			--initial-cluster-token "leasefs-$$" \
-			--initial-cluster-state new \
+			--initial-cluster-state new "${tls_flags[@]}" \
 			>"$workdir/etcd$i.log" 2>&1 &
 		etcd_pids+="${etcd_pids:+ }$!"
 		client_urls+="${client_urls:+ }$url"
@@ -123,6 +161,12 @@ start_cluster() {
 	done
 	return 0
 }
+
+if [ "$tls" = 1 ] && ! make_certs; then
+	echo "etcd-harness: cannot make test certificates:" >&2
+	cat "$workdir/pki.log" >&2
+	exit 99
+fi
 
 started=
 for _ in 1 2 3; do

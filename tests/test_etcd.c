@@ -667,6 +667,80 @@ static void test_cluster_leader_kill(void **state)
 	lease_store_close(st);
 }
 
+/* ---- TLS (ETCD_TLS=1) ---------------------------------------------- */
+
+static struct lease_store *open_tls(bool with_client_cert)
+{
+	struct lease_store_opts o = {
+		.ttl_ms = 3000,
+		.ca_file = getenv("LEASEFS_ETCD_CA"),
+		.cert_file = with_client_cert ? getenv("LEASEFS_ETCD_CERT") : NULL,
+		.key_file = with_client_cert ? getenv("LEASEFS_ETCD_KEY") : NULL,
+	};
+	struct lease_store *st = NULL;
+	struct lease_err err = { 0 };
+	char uri[512];
+
+	assert_non_null(o.ca_file);
+	snprintf(uri, sizeof(uri), "etcds://%s%s",
+		 getenv("LEASEFS_ETCD_ENDPOINTS"), prefix);
+	if (lease_store_open(uri, &o, &st, &err) < 0)
+		fail_msg("lease_store_open(%s): %s", uri, err.msg);
+	return st;
+}
+
+static void test_tls_hold_and_revoke(void **state)
+{
+	struct lease_store *st, *op;
+	struct lease_err err = { 0 };
+	struct lease_info info;
+	struct lease *l, *l2;
+	int64_t s0, t0, tot, aft;
+
+	(void)state;
+	snprintf(prefix, sizeof(prefix), "/leasefs-etcdtls-%s/", tu_unique());
+	st = open_tls(true);
+	op = open_tls(true);
+	l = acquire_ok(st, "tls/a", 5000);
+	assert_int_equal(lease_show(op, "tls/a", &info, &err), 0);
+	assert_int_equal(info.state, LEASE_STATE_HELD);
+	assert_int_equal(info.epoch, lease_epoch(l));
+	/* Keepalives over TLS move safe_until (TTL 3 s: one per second). */
+	s0 = lease_safe_until(l);
+	for (int i = 0; i < 150 && lease_safe_until(l) == s0; i++)
+		assert_false(tu_wait_readable(lease_loss_fd(l), 20));
+	assert_true(lease_safe_until(l) > s0);
+	/* The watch over TLS delivers an operator revoke promptly. */
+	t0 = lease_now_ns();
+	assert_int_equal(lease_revoke(op, "tls/a", lease_deadline_ms(5000), &err), 0);
+	await_loss(l, t0, &tot, &aft);
+	assert_int_equal(lease_loss_reason(l), LEASE_LOSS_REVOKED);
+	printf("# TLS: revoke -> loss %.2f ms (%.2f ms after the revoke returned)\n",
+	       tot / 1e6, aft / 1e6);
+	assert_true(aft < 100 * MS);
+	l2 = acquire_ok(st, "tls/a", 5000);
+	assert_true(lease_epoch(l2) > lease_epoch(l));
+	lease_free(l);
+	lease_free(l2);
+	lease_store_close(op);
+	lease_store_close(st);
+}
+
+static void test_tls_needs_client_cert(void **state)
+{
+	struct lease_store *st;
+	struct lease_err err = { 0 };
+	struct lease *l = NULL;
+
+	(void)state;
+	st = open_tls(false);
+	assert_true(lease_acquire(st, "tls/b", lease_deadline_ms(2000), &l,
+				  &err) < 0);
+	assert_null(l);
+	assert_int_equal(err.kind, LEASE_E_UNREACHABLE);
+	lease_store_close(st);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -680,6 +754,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_sigstop_holder_fenced, teardown),
 		cmocka_unit_test(test_etcd_stopped),
 	};
+	const struct CMUnitTest tls[] = {
+		cmocka_unit_test(test_tls_hold_and_revoke),
+		cmocka_unit_test(test_tls_needs_client_cert),
+	};
 	const struct CMUnitTest cluster[] = {
 		cmocka_unit_test_teardown(test_cluster_leader_kill, teardown),
 	};
@@ -689,5 +767,7 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "cluster") == 0)
 		return cmocka_run_group_tests_name("etcd-cluster", cluster, NULL,
 						   NULL);
+	if (argc > 1 && strcmp(argv[1], "tls") == 0)
+		return cmocka_run_group_tests_name("etcd-tls", tls, NULL, NULL);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
