@@ -585,11 +585,12 @@ static int create_with_grant(struct etcd_store *es, const char *name,
 			return r;
 		r = txn_create(es, name, g, io_deadline, epoch, &code, err);
 	}
-	if (r == lease_errkind_errno(LEASE_E_HELD) && err &&
-	    err->kind == LEASE_E_HELD && !put_spare(es, g))
+	if (r == lease_errkind_errno(LEASE_E_HELD)) {
+		if (!put_spare(es, g))
+			revoke_id(es, g->id, io_deadline, name, NULL);
+	} else if (r < 0) {
 		revoke_id(es, g->id, io_deadline, name, NULL);
-	else if (r < 0 && r != lease_errkind_errno(LEASE_E_HELD))
-		revoke_id(es, g->id, io_deadline, name, NULL);
+	}
 	return r;
 }
 
@@ -1079,6 +1080,17 @@ out:
 	return ok;
 }
 
+/* Fold a second entry of the same name (held entry or high-water mark)
+ * into `dst`: the held entry's state and holder, the larger epoch. */
+static void merge_info(struct lease_info *dst, const struct lease_info *src)
+{
+	uint64_t epoch = dst->epoch > src->epoch ? dst->epoch : src->epoch;
+
+	if (src->state == LEASE_STATE_HELD)
+		*dst = *src;
+	dst->epoch = epoch;
+}
+
 /* Infos for all kvs, sorted by name with one entry per name. */
 static int collect_infos(const struct etcd_store *es, json_object *kvs,
 			 struct lease_info **out, size_t *count)
@@ -1103,21 +1115,10 @@ static int collect_infos(const struct etcd_store *es, json_object *kvs,
 	qsort(v, m, sizeof(*v), info_cmp);
 	*count = 0;
 	for (size_t i = 0; i < m; i++) {
-		struct lease_info *dst = &v[*count - (*count > 0)];
-
-		if (*count > 0 && strcmp(dst->name, v[i].name) == 0) {
-			if (v[i].state == LEASE_STATE_HELD) {
-				uint64_t e = dst->epoch;
-
-				*dst = v[i];
-				if (e > dst->epoch)
-					dst->epoch = e;
-			} else if (v[i].epoch > dst->epoch) {
-				dst->epoch = v[i].epoch;
-			}
-			continue;
-		}
-		v[(*count)++] = v[i];
+		if (*count > 0 && strcmp(v[*count - 1].name, v[i].name) == 0)
+			merge_info(&v[*count - 1], &v[i]);
+		else
+			v[(*count)++] = v[i];
 	}
 	*out = v;
 	return 0;
