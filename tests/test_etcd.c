@@ -528,6 +528,46 @@ static void test_etcd_stopped(void **state)
 	lease_store_close(st);
 }
 
+/* A contender keeps its etcd lease between tries; if that lease vanishes
+ * meanwhile ("lease not found"), the next try grants a new one. */
+static void test_contender_lease_vanishes(void **state)
+{
+	struct lease_store *st = open_ttl(15000), *st2 = reopen(15000);
+	struct lease_err err = { 0 };
+	struct lease *a = acquire_ok(st, "spare", 5000), *b = NULL;
+	json_object *ans, *leases;
+	int64_t holder_id = key_lease_id("spare"), revoked = 0;
+	char body[64];
+
+	(void)state;
+	assert_int_equal(lease_acquire(st2, "spare", 0, &b, &err), -EBUSY);
+	assert_int_equal(err.holder_epoch, lease_epoch(a));
+	/* Revoke every etcd lease but the holder's: the contender's kept one. */
+	ans = raw_post("/v3/lease/leases", "{}");
+	assert_true(json_object_object_get_ex(ans, "leases", &leases));
+	for (size_t i = 0; i < json_object_array_length(leases); i++) {
+		int64_t id = jint(json_object_array_get_idx(leases, i), "ID");
+
+		if (id == holder_id)
+			continue;
+		snprintf(body, sizeof(body), "{\"ID\":\"%" PRId64 "\"}", id);
+		json_object_put(raw_post("/v3/lease/revoke", body));
+		revoked++;
+	}
+	json_object_put(ans);
+	assert_true(revoked >= 1);
+	assert_int_equal(lease_release(a, lease_deadline_ms(5000)), 0);
+	b = acquire_ok(st2, "spare", 5000);
+	assert_true(lease_epoch(b) > lease_epoch(a));
+	assert_true(key_lease_id("spare") != holder_id);
+	assert_true(lease_safe_until(b) > lease_now_ns());
+	assert_false(tu_wait_readable(lease_loss_fd(b), 200));
+	lease_free(b);
+	lease_free(a);
+	lease_store_close(st2);
+	lease_store_close(st);
+}
+
 static void test_unreachable(void **state)
 {
 	struct lease_store *st = NULL;
@@ -747,6 +787,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test(test_epochs_increase),
 		cmocka_unit_test(test_list),
+		cmocka_unit_test(test_contender_lease_vanishes),
 		cmocka_unit_test(test_safe_until_advances),
 		cmocka_unit_test(test_key_delete_fires_loss),
 		cmocka_unit_test(test_lease_revoke_fires_loss),
