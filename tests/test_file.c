@@ -26,11 +26,17 @@
 
 #define WAIT_MS 5000 /* bound for every awaited event */
 
+#define NPROC 12
+
+/* Children still to be reaped; teardown kills them if a test failed. */
 struct ctx {
 	struct lease_store *store;
 	char *dir;
 	char uri[1100];
+	pid_t kids[NPROC];
 };
+
+static void kill_child(pid_t pid);
 
 static int setup(void **state)
 {
@@ -47,6 +53,8 @@ static int teardown(void **state)
 {
 	struct ctx *c = *state;
 
+	for (int i = 0; i < NPROC; i++)
+		kill_child(c->kids[i]);
 	lease_store_close(c->store);
 	tu_rmrf(c->dir);
 	free(c->dir);
@@ -172,8 +180,6 @@ static void test_epoch_survives_restart(void **state)
 
 /* ---- 12 processes --------------------------------------------------- */
 
-#define NPROC 12
-
 struct result {
 	int rc;
 	int kind;
@@ -222,6 +228,7 @@ static void test_concurrent_processes(void **state)
 		assert_int_equal(pipe2(res[i], O_CLOEXEC), 0);
 		pids[i] = fork();
 		assert_true(pids[i] >= 0);
+		c->kids[i] = pids[i];
 		if (pids[i] == 0) {
 			close(go[1]);
 			close(hold[1]);
@@ -236,11 +243,8 @@ static void test_concurrent_processes(void **state)
 		bool ok = read_full(res[i][0], &r[i], sizeof(r[i]), WAIT_MS);
 
 		close(res[i][0]);
-		if (!ok) {
-			for (int j = 0; j < NPROC; j++)
-				kill_child(pids[j]);
+		if (!ok)
 			fail_msg("racer %d reported nothing", i);
-		}
 	}
 	for (int i = 0; i < NPROC; i++) {
 		if (r[i].rc == 0) {
@@ -254,10 +258,9 @@ static void test_concurrent_processes(void **state)
 	for (int i = 0; i < NPROC; i++) {
 		int st = 0;
 
-		if (!wait_child(pids[i], WAIT_MS, &st)) {
-			kill_child(pids[i]);
+		if (!wait_child(pids[i], WAIT_MS, &st))
 			fail_msg("racer %d did not exit", i);
-		}
+		c->kids[i] = 0;
 		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
 	assert_int_equal(wins, 1);
@@ -302,29 +305,25 @@ static void test_kill9_reclaims_at_once(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0)
 		holder_child(c->uri, name, res[1]);
+	c->kids[0] = pid;
 	close(res[1]);
 	bool got = read_full(res[0], &e, sizeof(e), WAIT_MS);
 	close(res[0]);
-	if (!got) {
-		kill_child(pid);
+	if (!got)
 		fail_msg("holder child did not report");
-	}
 	assert_true(e > before);
 	int r = lease_acquire(c->store, name, 0, &l, &err);
-	if (r != -EBUSY || err.holder_epoch != e) {
-		kill_child(pid);
+	if (r != -EBUSY || err.holder_epoch != e)
 		fail_msg("expected HELD at %llu, got %d (%s) epoch %llu",
 			 (unsigned long long)e, r, err.msg,
 			 (unsigned long long)err.holder_epoch);
-	}
 	assert_int_equal(lease_show(c->store, name, &info, &err), 0);
 	assert_int_equal(info.state, LEASE_STATE_HELD);
 	assert_int_equal(info.holder_pid, pid);
 	assert_int_equal(kill(pid, SIGKILL), 0);
-	if (!wait_child(pid, WAIT_MS, &st)) {
-		kill_child(pid);
+	if (!wait_child(pid, WAIT_MS, &st))
 		fail_msg("holder child did not die");
-	}
+	c->kids[0] = 0;
 	assert_true(WIFSIGNALED(st));
 	/* The record still says held, but the lock died with the holder. */
 	assert_int_equal(lease_show(c->store, name, &info, &err), 0);
@@ -427,13 +426,16 @@ static void test_revoke_from_process(void **state)
 		t = lease_now_ns();
 		_exit(write(res[1], &t, sizeof(t)) == sizeof(t) ? 0 : 5);
 	}
+	c->kids[0] = pid;
 	close(res[1]);
 	bool fired = tu_wait_readable(lease_loss_fd(l), WAIT_MS);
 	int64_t lost_at = lease_now_ns();
 	bool got = read_full(res[0], &done_at, sizeof(done_at), WAIT_MS);
 	close(res[0]);
-	if (!wait_child(pid, WAIT_MS, &st))
-		kill_child(pid);
+	bool reaped = wait_child(pid, WAIT_MS, &st);
+	if (reaped)
+		c->kids[0] = 0;
+	assert_true(reaped);
 	assert_true(got);
 	assert_true(fired);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -533,8 +535,9 @@ static void check_corrupt(struct ctx *c, const char *name, enum damage how)
 	/* Restored, the epoch continues from the old value. */
 	spit(path, orig, olen);
 	l = must_acquire(c->store, name, 0);
-	assert_int_equal(lease_epoch(l), e + 1);
+	uint64_t got = lease_epoch(l);
 	lease_free(l);
+	assert_int_equal(got, e + 1);
 	free(path);
 }
 
@@ -591,8 +594,9 @@ static void test_leftover_tmp_ignored(void **state)
 	/* A crash mid-write leaves a partial tmp file next to the record. */
 	spit(tmp, buf, n / 3);
 	struct lease *l = must_acquire(c->store, name, 0);
-	assert_int_equal(lease_epoch(l), e + 1);
+	uint64_t got = lease_epoch(l);
 	lease_free(l);
+	assert_int_equal(got, e + 1);
 	/* A complete but never renamed tmp (crash before rename) is ignored too. */
 	acquire_release(c->store, name);
 	n = slurp(rec, buf, sizeof(buf));
@@ -603,8 +607,9 @@ static void test_leftover_tmp_ignored(void **state)
 	assert_int_equal(lease_acquire(c->store, name, 0, &l, &err), -EUCLEAN);
 	spit(rec, buf, n);
 	l = must_acquire(c->store, name, 0);
-	assert_int_equal(lease_epoch(l), e + 3);
+	got = lease_epoch(l);
 	lease_free(l);
+	assert_int_equal(got, e + 3);
 	/* A grant is never left behind as a tmp file. */
 	assert_int_equal(stat(tmp, &sb), -1);
 	free(rec);
