@@ -238,11 +238,6 @@ static int sha256_hex(const char *data, size_t len, char out[65])
 	return 0;
 }
 
-static const char *state_word(enum lease_state st)
-{
-	return lease_state_str(st);
-}
-
 static int state_parse(const char *s, enum lease_state *st)
 {
 	if (strcmp(s, "held") == 0)
@@ -272,7 +267,7 @@ static int rec_format(char *buf, size_t sz, const char *name,
 	char hex[65];
 	int n = snprintf(buf, sz, REC_MAGIC "\nname %s\nepoch %" PRIu64
 			 "\nstate %s\npid %d\nholder %s\n", name, rec->epoch,
-			 state_word(rec->state), (int)rec->pid, rec->holder);
+			 lease_state_str(rec->state), (int)rec->pid, rec->holder);
 	int m;
 
 	if (n < 0 || (size_t)n >= sz)
@@ -611,7 +606,7 @@ static void file_lease_destroy(struct file_lease *fl)
 }
 
 /* Set up the watch on NAME's directory (before the record is written). */
-static int file_lease_new(struct file_store *fs, const char *name, int lock_fd,
+static int file_lease_new(struct file_store *fs, const char *name,
 			  struct file_lease **out)
 {
 	struct file_lease *fl = calloc(1, sizeof(*fl));
@@ -644,7 +639,6 @@ static int file_lease_new(struct file_store *fs, const char *name, int lock_fd,
 		r = -errno;
 		goto err_free;
 	}
-	fl->lock_fd = lock_fd;
 	*out = fl;
 	return 0;
 err_free:
@@ -745,7 +739,7 @@ static int grant(struct lease_store *store, const char *name, int lock_fd,
 	holder_clean(rec.holder, sizeof(rec.holder), store->opts.holder);
 	r = lease_alloc(store, name, rec.epoch, &l);
 	if (r == 0)
-		r = file_lease_new(fs, name, -1, &fl);
+		r = file_lease_new(fs, name, &fl);
 	if (r < 0) {
 		r = lease_err_set(err, LEASE_E_IO, r, name,
 				  "cannot set up lease '%s': %s", name,
