@@ -55,4 +55,14 @@ void lfs_gate_init(struct coord *coord);
 int lfs_gate_enter(void);
 void lfs_gate_exit(void);
 
+/*
+ * After lease loss: remount the FUSE superblock read-only, so that statfs
+ * reports ST_RDONLY (the FUSE statfs reply has no flags field) in every
+ * mount namespace.  The kernel refuses with -EBUSY while any file on the
+ * mount is open for writing; gated writers get EROFS and usually close
+ * soon, so retry.  0 or -errno; call from a non-FUSE thread after
+ * lfs_mount().
+ */
+int lfs_remount_readonly(struct lfs *fs);
+
 #endif

@@ -23,8 +23,7 @@
  * the caller.
  *
  * This file knows nothing of leases: gate.c wraps the mutating entries of
- * the table built here.  statfs alone reads coord_healthy() to report
- * ST_RDONLY after loss.
+ * the table built here.
  *
  * Error convention: helpers return 0 or -errno; reply_err() is the one
  * place that turns an error into a FUSE reply.
@@ -41,6 +40,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/fsuid.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -153,6 +153,8 @@ static int as_caller(fuse_req_t req, int (*fn)(void *), void *arg)
 	gid_t groups[LFS_MAX_GROUPS];
 	int rc, n;
 
+	if (ctx->uid == fs->own_uid && ctx->gid == fs->own_gid)
+		return fn(arg);
 	setfsgid(ctx->gid);
 	setfsuid(ctx->uid);
 	rc = fn(arg);
@@ -680,6 +682,9 @@ static void open_reply_flags(struct lfs *fs, struct fuse_file_info *fi)
 	/* Exclusive: this mount is the only legitimate writer, so cached
 	 * pages stay valid across opens. */
 	fi->keep_cache = placement_exclusive(fs);
+	/* Locks are the kernel's and the backing fs reports errors at write
+	 * time, so close needs no FLUSH round trip. */
+	fi->noflush = 1;
 }
 
 static void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -1000,13 +1005,12 @@ static void lfs_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct lfs *fs = req_fs(req);
 	struct statvfs sv;
 
-	if (fstatvfs(inode_of(fs, ino)->fd, &sv) < 0) {
+	/* The FUSE statfs reply carries no flags: ST_RDONLY after loss comes
+	 * from lfs_remount_readonly(). */
+	if (fstatvfs(inode_of(fs, ino)->fd, &sv) < 0)
 		reply_err(req, neg_errno());
-		return;
-	}
-	if (fs->cfg.coord && coord_healthy(fs->cfg.coord) != 0)
-		sv.f_flag |= ST_RDONLY;
-	fuse_reply_statfs(req, &sv);
+	else
+		fuse_reply_statfs(req, &sv);
 }
 
 /* ---- xattrs --------------------------------------------------------------
@@ -1144,11 +1148,37 @@ static const struct fuse_lowlevel_ops lfs_ops = {
 	.removexattr = lfs_removexattr,
 };
 
+/* Highest fd limit the kernel allows a process (fs.nr_open). */
+static rlim_t nr_open(void)
+{
+	FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+	unsigned long long v = 0;
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu", &v) != 1)
+		v = 0;
+	fclose(f);
+	return (rlim_t)v;
+}
+
+/* One fd per inode the kernel holds: raise the hard limit to nr_open when
+ * privileged (the shell's hard limit is often only a few thousand), else
+ * the soft limit to the hard one. */
 static void raise_nofile(void)
 {
 	struct rlimit rl;
+	rlim_t max = nr_open();
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (max > rl.rlim_max) {
+		struct rlimit up = { .rlim_cur = max, .rlim_max = max };
+
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			return;
+	}
+	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
@@ -1254,10 +1284,24 @@ int lfs_mount(struct lfs *fs, const char *mountpoint)
 int fuse_session_loop_mt_312(struct fuse_session *se,
 			     struct fuse_loop_config *config);
 
+/* One worker per CPU, at least two so that one blocking call (fsync, a
+ * cold read) does not stall the mount.  Measured on 2 cores: 2 workers beat
+ * 4 on serial metadata (rename 10-11k/s vs 6.5-8k/s) and tie on untar;
+ * 1 worker is slowest everywhere; clone_fd made no measurable difference. */
+static unsigned default_threads(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (n < 2)
+		return 2;
+	return n > 16 ? 16 : (unsigned)n;
+}
+
 int lfs_run(struct lfs *fs)
 {
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
-	unsigned threads = fs->cfg.max_threads ? fs->cfg.max_threads : 4;
+	unsigned threads = fs->cfg.max_threads ? fs->cfg.max_threads
+					       : default_threads();
 	int res;
 
 	if (!lc)
@@ -1281,6 +1325,15 @@ void lfs_stop(struct lfs *fs)
 	fuse_session_exit(fs->se);
 	if (fs->mountpoint)
 		statvfs(fs->mountpoint, &sv);
+}
+
+int lfs_remount_readonly(struct lfs *fs)
+{
+	if (!fs->mountpoint)
+		return -EINVAL;
+	if (mount(NULL, fs->mountpoint, NULL, MS_REMOUNT | MS_RDONLY, NULL) < 0)
+		return neg_errno();
+	return 0;
 }
 
 void lfs_unmount(struct lfs *fs)
