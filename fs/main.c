@@ -1,4 +1,776 @@
 /* SPDX-License-Identifier: MIT */
-/* Daemon (placeholder until implemented). */
+/*
+ * leasefs: command line and daemon lifecycle.
+ *
+ *   leasefs mount [options] ROOT MOUNTPOINT
+ *   leasefs status MOUNTPOINT [--json]
+ *   leasefs umount MOUNTPOINT
+ *   leasefs lease list|show NAME|revoke NAME [--leases=URI]
+ *
+ * Exit codes: 0 ok, 64 usage, 75 workspace busy, 1 anything else.  Every
+ * internal function returns 0 or -errno (with a struct lease_err where the
+ * lease library gave one); exit_code() is the one place that maps them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
-int main(void) { fputs("leasefs: not built yet\n", stderr); return 1; }
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mount.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "fs.h"
+
+enum {
+	EXIT_OK = 0,
+	EXIT_FAIL = 1,
+	EXIT_USAGE = 64,
+	EXIT_BUSY = 75,
+};
+
+#define DRAIN_TIMEOUT_MS 10000
+#define UMOUNT_TIMEOUT_MS 30000
+
+static const char usage_text[] =
+	"usage: leasefs mount [--placement=exclusive|session|shared] [--leases=URI]\n"
+	"                     [--session=UUID] [--wait=SECONDS] [--ttl=SECONDS]\n"
+	"                     [-o OPT] [-f] [-d] ROOT MOUNTPOINT\n"
+	"       leasefs status MOUNTPOINT [--json]\n"
+	"       leasefs umount MOUNTPOINT\n"
+	"       leasefs lease list [--leases=URI]\n"
+	"       leasefs lease show NAME [--leases=URI]\n"
+	"       leasefs lease revoke NAME [--leases=URI]\n";
+
+/* The one place errors become exit codes (after the message is printed). */
+static int exit_code(int r, const struct lease_err *err)
+{
+	if (r == 0)
+		return EXIT_OK;
+	if (err && err->kind == LEASE_E_HELD)
+		return EXIT_BUSY;
+	if (err && (err->kind == LEASE_E_USAGE || err->kind == LEASE_E_BADNAME))
+		return EXIT_USAGE;
+	return EXIT_FAIL;
+}
+
+static int usage_error(struct lease_err *err, const char *fmt, const char *arg)
+{
+	return lease_err_set(err, LEASE_E_USAGE, 0, NULL, fmt, arg ? arg : "");
+}
+
+static const char *default_leases(void)
+{
+	const char *env = getenv("LEASEFS_LEASES");
+
+	return env && *env ? env : "file:" LEASE_FILE_DEFAULT_DIR;
+}
+
+/* ---- mount options ------------------------------------------------ */
+
+struct mount_opts {
+	enum coord_placement placement;
+	const char *leases;
+	const char *session;
+	double wait_s;
+	double ttl_s;
+	char *fuse_opts;     /* comma-joined -o options */
+	bool foreground;
+	bool debug;
+	const char *root;
+	char mountpoint[PATH_MAX];
+	char canon_root[PATH_MAX];
+};
+
+static int parse_seconds(const char *s, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	return errno || end == s || *end || *out < 0 || *out > 1e6 ? -EINVAL : 0;
+}
+
+static int add_fuse_opt(struct mount_opts *o, const char *opt)
+{
+	char *joined;
+
+	if (asprintf(&joined, "%s%s%s", o->fuse_opts ? o->fuse_opts : "",
+		     o->fuse_opts ? "," : "", opt) < 0)
+		return -ENOMEM;
+	free(o->fuse_opts);
+	o->fuse_opts = joined;
+	return 0;
+}
+
+enum { OPT_PLACEMENT = 256, OPT_LEASES, OPT_SESSION, OPT_WAIT, OPT_TTL,
+       OPT_JSON };
+
+static const struct option mount_longopts[] = {
+	{ "placement", required_argument, NULL, OPT_PLACEMENT },
+	{ "leases", required_argument, NULL, OPT_LEASES },
+	{ "session", required_argument, NULL, OPT_SESSION },
+	{ "wait", required_argument, NULL, OPT_WAIT },
+	{ "ttl", required_argument, NULL, OPT_TTL },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 }
+};
+
+static int parse_mount_opt(struct mount_opts *o, int c, struct lease_err *err)
+{
+	switch (c) {
+	case OPT_PLACEMENT:
+		if (coord_placement_parse(optarg, &o->placement) < 0)
+			return usage_error(err, "bad --placement '%s' (expected "
+					   "exclusive, session or shared)", optarg);
+		return 0;
+	case OPT_LEASES: o->leases = optarg; return 0;
+	case OPT_SESSION:
+		if (!lease_uuid_valid(optarg))
+			return usage_error(err, "bad --session '%s' (expected a "
+					   "lowercase UUID)", optarg);
+		o->session = optarg;
+		return 0;
+	case OPT_WAIT:
+		if (parse_seconds(optarg, &o->wait_s) < 0)
+			return usage_error(err, "bad --wait '%s' (expected seconds)",
+					   optarg);
+		return 0;
+	case OPT_TTL:
+		if (parse_seconds(optarg, &o->ttl_s) < 0 || o->ttl_s < 1)
+			return usage_error(err, "bad --ttl '%s' (expected seconds >= 1)",
+					   optarg);
+		return 0;
+	case 'o': return add_fuse_opt(o, optarg);
+	case 'f': o->foreground = true; return 0;
+	case 'd': o->debug = o->foreground = true; return 0;
+	default: return usage_error(err, "%s", "bad option");
+	}
+}
+
+/* A mount point that answers ENOTCONN is a crashed daemon's: detach it. */
+static int clean_stale_mount(const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) == 0 || errno != ENOTCONN)
+		return 0;
+	fprintf(stderr, "leasefs: %s is a stale mount (daemon gone); "
+		"detaching it\n", path);
+	if (umount2(path, MNT_DETACH) < 0)
+		return -errno;
+	return 0;
+}
+
+static bool path_inside(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (strcmp(dir, "/") == 0)
+		return true;
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+static int resolve_paths(struct mount_opts *o, const char *mnt,
+			 struct lease_err *err)
+{
+	struct stat st;
+	int r;
+
+	r = clean_stale_mount(mnt);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, NULL,
+				     "cannot detach stale mount %s: %s; run "
+				     "'fusermount3 -uz %s'", mnt, strerror(-r), mnt);
+	if (stat(mnt, &st) < 0 || !S_ISDIR(st.st_mode))
+		return usage_error(err, "mount point %s is not a directory", mnt);
+	if (!realpath(mnt, o->mountpoint))
+		return lease_err_set(err, LEASE_E_IO, -errno, NULL,
+				     "mount point %s: %s", mnt, strerror(errno));
+	r = lease_canonical_root(o->root, o->canon_root, sizeof(o->canon_root));
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, NULL,
+				     "workspace root %s: %s", o->root, strerror(-r));
+	if (stat(o->canon_root, &st) < 0 || !S_ISDIR(st.st_mode))
+		return usage_error(err, "workspace root %s is not a directory",
+				   o->root);
+	if (path_inside(o->mountpoint, o->canon_root) ||
+	    path_inside(o->canon_root, o->mountpoint))
+		return usage_error(err, "mount point and workspace root %s "
+				   "overlap", o->canon_root);
+	return 0;
+}
+
+static int parse_mount(int argc, char **argv, struct mount_opts *o,
+		       struct lease_err *err)
+{
+	int c, r;
+
+	o->placement = COORD_EXCLUSIVE;
+	o->leases = default_leases();
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+o:fdh", mount_longopts, NULL)) != -1) {
+		if (c == 'h' || c == '?')
+			return usage_error(err, "%s", "bad arguments to mount");
+		r = parse_mount_opt(o, c, err);
+		if (r < 0)
+			return r;
+	}
+	if (argc - optind != 2)
+		return usage_error(err, "%s", "mount needs ROOT and MOUNTPOINT");
+	o->root = argv[optind];
+	return resolve_paths(o, argv[optind + 1], err);
+}
+
+/* ---- the daemon ---------------------------------------------------- */
+
+/* Written once before threads start, then read-only, except `stopping`. */
+struct daemon {
+	struct mount_opts *opts;
+	struct lease_store *store;
+	struct coord *coord;
+	struct lfs *fs;
+	struct control *ctl;
+	int hostlock_fd;
+	int event_fd;            /* umount requests and loss, for the event thread */
+	int signal_fd;
+	pthread_t event_thread;
+	bool event_thread_started;
+	atomic_bool stopping;
+	atomic_bool lost;
+};
+
+static void on_loss(void *ud, enum lease_loss why)
+{
+	struct daemon *d = ud;
+	uint64_t one = 1;
+
+	(void)why;
+	atomic_store(&d->lost, true);
+	if (write(d->event_fd, &one, sizeof(one)) < 0) {
+		/* the gate already refuses; only the read-only remount waits */
+	}
+}
+
+static void on_umount(void *ud)
+{
+	struct daemon *d = ud;
+	uint64_t one = 1;
+
+	atomic_store(&d->stopping, true);
+	if (write(d->event_fd, &one, sizeof(one)) < 0)
+		perror("leasefs: umount request");
+}
+
+static int after_acquire(void *ud, const char *root, struct lease_err *err)
+{
+	struct daemon *d = ud;
+
+	if (d->opts->placement != COORD_EXCLUSIVE)
+		return 0;
+	return hostlock_take(root, &d->hostlock_fd, err);
+}
+
+static void log_release(void *ud, const char *name, int64_t deadline)
+{
+	(void)ud;
+	(void)deadline;
+	fprintf(stderr, "leasefs: releasing %s\n", name);
+}
+
+/*
+ * Stop serving: close admission and drain, then unmount, which ends the
+ * FUSE loop (workers see the connection go away).  Never touches the
+ * mount point through the filesystem itself: its workers may be gone.
+ */
+static void begin_stop(struct daemon *d)
+{
+	coord_close_admission(d->coord, DRAIN_TIMEOUT_MS);
+	fuse_session_exit(lfs_session(d->fs));
+	lfs_unmount(d->fs);
+}
+
+/* After loss: remount read-only, retrying while writers still hold files
+ * open (the kernel answers EBUSY); bounded by ~10 s of tries. */
+static void handle_loss(struct daemon *d, int *ro_tries)
+{
+	int r;
+
+	if (*ro_tries == 0)
+		fprintf(stderr, "leasefs: lease lost (%s); %s is read-only now\n",
+			lease_loss_str(coord_loss_reason(d->coord)),
+			d->opts->mountpoint);
+	r = lfs_remount_readonly(d->fs);
+	if (r == 0 || r != -EBUSY || ++*ro_tries > 100)
+		*ro_tries = -1;
+}
+
+/* Signals, umount requests and loss, handled off the FUSE threads. */
+static void *event_thread(void *p)
+{
+	struct daemon *d = p;
+	struct pollfd pfd[2] = {
+		{ .fd = d->signal_fd, .events = POLLIN },
+		{ .fd = d->event_fd, .events = POLLIN },
+	};
+	int ro_tries = 0; /* -1: done with the read-only remount */
+
+	for (;;) {
+		bool retry = atomic_load(&d->lost) && ro_tries >= 0;
+		int r = poll(pfd, 2, retry && ro_tries > 0 ? 100 : -1);
+
+		if (r < 0 && errno != EINTR)
+			break;
+		if (pfd[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			if (read(d->signal_fd, &si, sizeof(si)) > 0)
+				atomic_store(&d->stopping, true);
+		}
+		if (pfd[1].revents & POLLIN) {
+			uint64_t v;
+
+			if (read(d->event_fd, &v, sizeof(v)) < 0)
+				continue;
+		}
+		if (atomic_load(&d->stopping)) {
+			begin_stop(d);
+			break;
+		}
+		if (atomic_load(&d->lost) && ro_tries >= 0)
+			handle_loss(d, &ro_tries);
+	}
+	return NULL;
+}
+
+static int block_signals(struct daemon *d)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
+		return -EINVAL;
+	d->signal_fd = signalfd(-1, &set, SFD_CLOEXEC);
+	d->event_fd = eventfd(0, EFD_CLOEXEC);
+	return d->signal_fd < 0 || d->event_fd < 0 ? -errno : 0;
+}
+
+static int open_coord(struct daemon *d, struct lease_err *err)
+{
+	struct mount_opts *o = d->opts;
+	struct lease_store_opts so = {
+		.ttl_ms = (int64_t)(o->ttl_s * 1000),
+		.holder = o->session,
+		.ca_file = getenv("LEASEFS_ETCD_CA"),
+		.cert_file = getenv("LEASEFS_ETCD_CERT"),
+		.key_file = getenv("LEASEFS_ETCD_KEY"),
+	};
+	struct coord_config cfg = {
+		.placement = o->placement,
+		.root = o->root,
+		.session_id = o->session,
+		.acquire_deadline = lease_deadline_ms((int64_t)(o->wait_s * 1000)),
+		.after_acquire = after_acquire,
+		.after_acquire_userdata = d,
+		.on_loss = on_loss,
+		.on_loss_userdata = d,
+	};
+	int r = lease_store_open(o->leases, &so, &d->store, err);
+
+	if (r < 0)
+		return r;
+	cfg.store = d->store;
+	r = coord_open(&cfg, &d->coord, err);
+	if (r < 0)
+		return r;
+	coord_set_release_observer(d->coord, log_release, d);
+	if (d->hostlock_fd >= 0)
+		hostlock_note_epoch(d->hostlock_fd, coord_root_epoch(d->coord));
+	return 0;
+}
+
+static int build_fuse_args(struct mount_opts *o, const char *root,
+			   struct fuse_args *args)
+{
+	char *fsname = NULL;
+	int r = 0;
+
+	if (asprintf(&fsname, "fsname=leasefs:%s,subtype=leasefs", root) < 0)
+		return -ENOMEM;
+	if (fuse_opt_add_arg(args, "leasefs") || fuse_opt_add_arg(args, "-o") ||
+	    fuse_opt_add_arg(args, fsname))
+		r = -ENOMEM;
+	if (!r && geteuid() == 0 &&
+	    (fuse_opt_add_arg(args, "-o") ||
+	     fuse_opt_add_arg(args, "allow_other,default_permissions")))
+		r = -ENOMEM;
+	if (!r && o->fuse_opts &&
+	    (fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, o->fuse_opts)))
+		r = -ENOMEM;
+	if (!r && o->debug && fuse_opt_add_arg(args, "-d"))
+		r = -ENOMEM;
+	free(fsname);
+	return r;
+}
+
+static int open_fs(struct daemon *d, struct lease_err *err)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	bool exclusive = d->opts->placement == COORD_EXCLUSIVE;
+	struct lfs_config cfg = {
+		.root = coord_root(d->coord),
+		.coord = d->coord,
+		.placement = d->opts->placement,
+		.entry_timeout = exclusive ? 86400.0 : 1.0,
+		.attr_timeout = exclusive ? 86400.0 : 1.0,
+		.debug = d->opts->debug,
+	};
+	int r = build_fuse_args(d->opts, cfg.root, &args);
+
+	if (r == 0)
+		r = lfs_new(&cfg, &args, &d->fs);
+	fuse_opt_free_args(&args);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, NULL,
+				     "cannot start the filesystem on %s: %s",
+				     cfg.root, strerror(-r));
+	r = lfs_mount(d->fs, d->opts->mountpoint);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, NULL,
+				     "cannot mount on %s: %s", d->opts->mountpoint,
+				     strerror(-r));
+	return 0;
+}
+
+static int start_services(struct daemon *d, struct lease_err *err)
+{
+	struct daemon_info info = {
+		.coord = d->coord,
+		.backend = d->opts->leases,
+		.mountpoint = d->opts->mountpoint,
+		.on_umount = on_umount,
+		.userdata = d,
+	};
+	int r = control_start(&info, &d->ctl);
+
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, NULL,
+				     "cannot open the control socket for %s: %s",
+				     d->opts->mountpoint, strerror(-r));
+	r = -pthread_create(&d->event_thread, NULL, event_thread, d);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, NULL,
+				     "cannot start the event thread: %s",
+				     strerror(-r));
+	d->event_thread_started = true;
+	return 0;
+}
+
+/* Orderly end: stop serving, unmount, release root then session. */
+static int teardown(struct daemon *d)
+{
+	int r = 0;
+
+	if (d->event_thread_started) {
+		on_umount(d); /* the event thread closes admission and exits */
+		pthread_join(d->event_thread, NULL);
+	}
+	if (d->fs)
+		lfs_unmount(d->fs);
+	if (d->coord)
+		r = coord_shutdown(d->coord, DRAIN_TIMEOUT_MS);
+	control_stop(d->ctl);
+	if (d->hostlock_fd >= 0)
+		close(d->hostlock_fd);
+	lfs_free(d->fs);
+	coord_free(d->coord);
+	lease_store_close(d->store);
+	return r;
+}
+
+/* Tell the waiting parent how the mount went (one byte: the exit code). */
+static void report(int *fd, int code)
+{
+	unsigned char b = (unsigned char)code;
+
+	if (*fd < 0)
+		return;
+	if (write(*fd, &b, 1) != 1)
+		perror("leasefs: report to parent");
+	close(*fd);
+	*fd = -1;
+}
+
+static void detach_stdio(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	dup2(fd, STDIN_FILENO);
+	dup2(fd, STDOUT_FILENO);
+	dup2(fd, STDERR_FILENO);
+	close(fd);
+}
+
+static int run_daemon(struct mount_opts *o, int report_fd)
+{
+	struct daemon d = { .opts = o, .hostlock_fd = -1, .signal_fd = -1,
+			    .event_fd = -1 };
+	struct lease_err err = { 0 };
+	int r, code;
+
+	r = block_signals(&d);
+	if (r < 0)
+		lease_err_set(&err, LEASE_E_IO, r, NULL, "cannot set up signals");
+	if (r == 0)
+		r = open_coord(&d, &err);
+	if (r == 0)
+		r = open_fs(&d, &err);
+	if (r == 0)
+		r = start_services(&d, &err);
+	if (r < 0) {
+		fprintf(stderr, "leasefs: %s\n", err.msg);
+		code = exit_code(r, &err);
+		if (d.fs && r != 0)
+			lfs_unmount(d.fs);
+		teardown(&d);
+		report(&report_fd, code);
+		return code;
+	}
+	report(&report_fd, EXIT_OK);
+	if (!o->foreground)
+		detach_stdio();
+	r = lfs_run(d.fs);
+	if (r < 0)
+		fprintf(stderr, "leasefs: session loop: %s\n", strerror(-r));
+	r = teardown(&d);
+	close(d.signal_fd);
+	close(d.event_fd);
+	return r == 0 ? EXIT_OK : EXIT_FAIL;
+}
+
+/* Background: the parent returns only once the child says it is serving
+ * (or failed, with the child's exit code). */
+static int daemonize_and_run(struct mount_opts *o)
+{
+	unsigned char code = EXIT_FAIL;
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		perror("leasefs: pipe");
+		return EXIT_FAIL;
+	}
+	pid = fork();
+	if (pid < 0) {
+		perror("leasefs: fork");
+		return EXIT_FAIL;
+	}
+	if (pid == 0) {
+		close(p[0]);
+		setsid();
+		return run_daemon(o, p[1]);
+	}
+	close(p[1]);
+	if (read(p[0], &code, 1) != 1)
+		code = EXIT_FAIL; /* the daemon died before reporting */
+	close(p[0]);
+	return code;
+}
+
+static int cmd_mount(int argc, char **argv)
+{
+	struct mount_opts o = { 0 };
+	struct lease_err err = { 0 };
+	int r = parse_mount(argc, argv, &o, &err), code;
+
+	if (r < 0) {
+		fprintf(stderr, "leasefs: %s\n", err.msg);
+		if (err.kind == LEASE_E_USAGE)
+			fputs(usage_text, stderr);
+		free(o.fuse_opts);
+		return exit_code(r, &err);
+	}
+	code = o.foreground ? run_daemon(&o, -1) : daemonize_and_run(&o);
+	free(o.fuse_opts);
+	return code;
+}
+
+/* ---- clients ------------------------------------------------------- */
+
+static int canonical_mountpoint(const char *arg, char *out)
+{
+	if (realpath(arg, out))
+		return 0;
+	if (errno == ENOTCONN) /* a dead daemon's mount: keep the spelling */
+		return snprintf(out, PATH_MAX, "%s", arg) < PATH_MAX ? 0 : -ENAMETOOLONG;
+	return -errno;
+}
+
+static void print_status_table(const char *json)
+{
+	struct json_object *obj = json_tokener_parse(json);
+
+	if (!obj) {
+		fputs(json, stdout);
+		return;
+	}
+	json_object_object_foreach(obj, key, val)
+		printf("%-10s %s\n", key, json_object_get_string(val));
+	json_object_put(obj);
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	char mnt[PATH_MAX], buf[8192];
+	bool json = false;
+	const char *arg = NULL;
+	int r;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			json = true;
+		else if (!arg)
+			arg = argv[i];
+		else
+			arg = NULL, i = argc;
+	}
+	if (!arg) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	r = canonical_mountpoint(arg, mnt);
+	if (r == 0)
+		r = control_request(mnt, "status", buf, sizeof(buf));
+	if (r < 0) {
+		fprintf(stderr, "leasefs: no leasefs daemon serves %s: %s\n", arg,
+			strerror(-r));
+		return EXIT_FAIL;
+	}
+	if (json)
+		fputs(buf, stdout);
+	else
+		print_status_table(buf);
+	return EXIT_OK;
+}
+
+static int cmd_umount(int argc, char **argv)
+{
+	char mnt[PATH_MAX];
+	int r;
+
+	if (argc != 2) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	r = canonical_mountpoint(argv[1], mnt);
+	if (r == 0)
+		r = control_umount(mnt, UMOUNT_TIMEOUT_MS);
+	if (r < 0) {
+		fprintf(stderr, "leasefs: cannot unmount %s: %s%s\n", argv[1],
+			strerror(-r), r == -ENOENT || r == -ECONNREFUSED ?
+			" (no leasefs daemon serves it; for a stale mount run "
+			"'fusermount3 -uz' on it)" : "");
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+static int print_info(const struct lease_info *in, void *ud)
+{
+	(void)ud;
+	printf("%-8s epoch %-6" PRIu64 " pid %-7d %s  %s\n",
+	       lease_state_str(in->state), in->epoch, (int)in->holder_pid,
+	       in->name, in->holder);
+	return 0;
+}
+
+static int lease_op(struct lease_store *st, const char *verb,
+		    const char *name, struct lease_err *err)
+{
+	struct lease_info info = { 0 };
+	int r;
+
+	if (strcmp(verb, "list") == 0)
+		return lease_list(st, print_info, NULL, err);
+	if (strcmp(verb, "show") == 0) {
+		r = lease_show(st, name, &info, err);
+		if (r == 0)
+			printf("name:  %s\nepoch: %" PRIu64 "\nstate: %s\npid:   %d\n"
+			       "holder: %s\n", info.name, info.epoch,
+			       lease_state_str(info.state), (int)info.holder_pid,
+			       info.holder);
+		return r;
+	}
+	r = lease_revoke(st, name, lease_deadline_ms(5000), err);
+	if (r == 0)
+		printf("revoked %s\n", name);
+	return r;
+}
+
+static int cmd_lease(int argc, char **argv)
+{
+	const char *uri = default_leases(), *verb = NULL, *name = NULL;
+	struct lease_err err = { 0 };
+	struct lease_store *st = NULL;
+	int r, npos = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (strncmp(argv[i], "--leases=", 9) == 0)
+			uri = argv[i] + 9;
+		else if (npos == 0 && ++npos)
+			verb = argv[i];
+		else if (npos == 1 && ++npos)
+			name = argv[i];
+		else
+			npos = 99;
+	}
+	if (!verb || npos > 2 ||
+	    !(strcmp(verb, "list") == 0 ? !name :
+	      (strcmp(verb, "show") == 0 || strcmp(verb, "revoke") == 0) && name)) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	r = lease_store_open(uri, NULL, &st, &err);
+	if (r == 0)
+		r = lease_op(st, verb, name, &err);
+	if (r < 0)
+		fprintf(stderr, "leasefs: lease %s: %s\n", verb,
+			err.msg[0] ? err.msg : strerror(-r));
+	lease_store_close(st);
+	return exit_code(r, &err);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2 && strcmp(argv[1], "mount") == 0)
+		return cmd_mount(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "status") == 0)
+		return cmd_status(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "umount") == 0)
+		return cmd_umount(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "lease") == 0)
+		return cmd_lease(argc - 1, argv + 1);
+	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 ||
+			  strcmp(argv[1], "-h") == 0)) {
+		fputs(usage_text, stdout);
+		return EXIT_OK;
+	}
+	fputs(usage_text, stderr);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/* The daemon's own pieces: host-scoped root lock and control socket. */
+#ifndef LEASEFS_DAEMON_H
+#define LEASEFS_DAEMON_H
+
+#include <stdint.h>
+
+#include "coord.h"
+
+#define LEASEFS_RUN_DIR "/run/leasefs"
+
+/*
+ * Host-scoped lock on the (dev, ino) identity of `root`: an OFD lock on
+ * LEASEFS_RUN_DIR/roots/<dev>-<ino>.lock, held for the life of *fd.
+ * Refuses a second exclusive mount of one directory however it is spelled
+ * (bind mounts included): LEASE_E_HELD with the holder's epoch.
+ */
+int hostlock_take(const char *root, int *fd, struct lease_err *err);
+/* Record our lease epoch in the lock file, for a refused contender. */
+int hostlock_note_epoch(int fd, uint64_t epoch);
+
+/* Control socket path for a canonical mount point; `out` >= 108 bytes. */
+int control_path(const char *mountpoint, char *out, size_t outsz);
+
+struct control;
+struct daemon_info {
+	struct coord *coord;
+	const char *backend;      /* store URI */
+	const char *mountpoint;
+	/* Called (from the control thread) on "umount". */
+	void (*on_umount)(void *userdata);
+	void *userdata;
+};
+/* Listen on control_path(info->mountpoint) and serve from a thread. */
+int control_start(const struct daemon_info *info, struct control **out);
+void control_stop(struct control *ctl);
+
+/* Client side: send `cmd`, read the whole reply into buf.  -ENOENT or
+ * -ECONNREFUSED when no daemon serves the mount point. */
+int control_request(const char *mountpoint, const char *cmd, char *buf,
+		    size_t bufsz);
+/* Client side: ask for umount and wait until the daemon closed its end
+ * (it exits after teardown), at most timeout_ms. */
+int control_umount(const char *mountpoint, int timeout_ms);
+
+#endif
