@@ -242,7 +242,7 @@ struct daemon {
 	struct coord *coord;
 	struct lfs *fs;
 	struct control *ctl;
-	int hostlock_fd;
+	int hostlock_fd;         /* event thread closes it on loss; teardown after join */
 	int event_fd;            /* umount requests and loss, for the event thread */
 	int signal_fd;
 	pthread_t event_thread;
@@ -307,10 +307,16 @@ static void handle_loss(struct daemon *d, int *ro_tries)
 {
 	int r;
 
-	if (*ro_tries == 0)
+	if (*ro_tries == 0) {
 		fprintf(stderr, "leasefs: lease lost (%s); %s is read-only now\n",
 			lease_loss_str(coord_loss_reason(d->coord)),
 			d->opts->mountpoint);
+		/* We no longer own the root: let its next owner mount it. */
+		if (d->hostlock_fd >= 0) {
+			close(d->hostlock_fd);
+			d->hostlock_fd = -1;
+		}
+	}
 	r = lfs_remount_readonly(d->fs);
 	if (r == 0 || r != -EBUSY || ++*ro_tries > 100)
 		*ro_tries = -1;

@@ -1,0 +1,69 @@
+# shellcheck shell=bash
+# Shared harness for the integration tests.  Each test sources this file,
+# gets its own temp dir and lease store, and registers cleanup (lazy
+# unmount, then kill by pid) before it waits for any mount.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+LEASEFS=${LEASEFS_BIN:-$TOP/build/leasefs}
+[ -x "$LEASEFS" ] || { echo "no leasefs binary at $LEASEFS" >&2; exit 1; }
+
+T=$(mktemp -d /var/tmp/leasefs-it.XXXXXX)
+export LEASEFS_LEASES="file:$T/leases"
+MOUNTS=()   # mount points to detach at exit
+PIDS=()     # daemon pids to kill at exit
+
+cleanup() {
+	local rc=$? m p
+	for m in "${MOUNTS[@]}"; do
+		fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+	done
+	for p in "${PIDS[@]}"; do
+		kill -9 "$p" 2>/dev/null || true
+	done
+	rm -rf "$T"
+	exit $rc
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ok() { echo "ok: $*"; }
+
+# wait_until TIMEOUT_S CMD...: poll CMD (for conditions with no event).
+wait_until() {
+	local deadline=$((SECONDS + $1)); shift
+	until "$@"; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.02
+	done
+}
+
+# json_get KEY: read a key of the status JSON on stdin.
+json_get() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+
+# mount_ws ROOT MNT [ARGS...]: mount in the background; cleanup is
+# registered first.  Sets DAEMON_PID.
+mount_ws() {
+	local root=$1 mnt=$2; shift 2
+	mkdir -p "$root" "$mnt"
+	MOUNTS+=("$mnt")
+	timeout 30 "$LEASEFS" mount "$@" "$root" "$mnt"
+	DAEMON_PID=$("$LEASEFS" status "$mnt" --json | json_get pid)
+	PIDS+=("$DAEMON_PID")
+}
+
+status_of() { "$LEASEFS" status "$1" --json | json_get "$2"; }
+
+# expect_erofs CMD...: CMD must fail with "Read-only file system".
+expect_erofs() {
+	local out
+	if out=$("$@" 2>&1); then fail "succeeded after loss: $*"; fi
+	case "$out" in
+	*"Read-only file system"*) ;;
+	*) fail "wrong error for $*: $out" ;;
+	esac
+}
+
+# wait_pid_gone PID TIMEOUT_S
+wait_pid_gone() { wait_until "$2" bash -c "! kill -0 $1 2>/dev/null"; }
