@@ -244,8 +244,8 @@ void control_stop(struct control *ctl)
 	unlink(ctl->path);
 	close(ctl->listen_fd);
 	close(ctl->stop_fd);
-	for (int i = 0; i < ctl->nwaiters; i++)
-		close(ctl->waiters[i]); /* tells umount clients we are done */
+	/* The umount waiters stay open on purpose: the kernel closes them
+	 * when the daemon exits, which is the moment their clients wait for. */
 	free(ctl);
 }
 

@@ -46,7 +46,8 @@ json_get() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]
 # registered first.  Sets DAEMON_PID.
 mount_ws() {
 	local root=$1 mnt=$2; shift 2
-	mkdir -p "$root" "$mnt"
+	mkdir -p "$root"
+	[ -d "$mnt" ] || mkdir "$mnt" 2>/dev/null || true  # a stale mount answers ENOTCONN
 	MOUNTS+=("$mnt")
 	timeout 30 "$LEASEFS" mount "$@" "$root" "$mnt"
 	DAEMON_PID=$("$LEASEFS" status "$mnt" --json | json_get pid)
@@ -65,5 +66,7 @@ expect_erofs() {
 	esac
 }
 
+# alive PID: running (a zombie is not: nobody may reap a daemonized child here)
+alive() { [ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
 # wait_pid_gone PID TIMEOUT_S
-wait_pid_gone() { wait_until "$2" bash -c "! kill -0 $1 2>/dev/null"; }
+wait_pid_gone() { wait_until "$2" bash -c "! { [ -e /proc/$1 ] && ! grep -q '^State:[[:space:]]*Z' /proc/$1/status 2>/dev/null; }"; }

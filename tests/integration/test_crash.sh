@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# kill -9 of the daemon: the mount answers ENOTCONN and never falls through
+# to the backing root; the next mount on the same mount point cleans the
+# stale mount and gets a higher epoch at once.
+. "$(dirname "$0")/lib.sh"
+
+R=$T/root M=$T/mnt
+mount_ws "$R" "$M"
+echo before > "$M/f"
+epoch=$(status_of "$M" epoch)
+kill -9 "$DAEMON_PID"
+wait_pid_gone "$DAEMON_PID" 10 || fail "daemon survived kill -9"
+out=$(ls "$M" 2>&1) && fail "dead mount still answers: $out"
+case "$out" in *"Transport endpoint is not connected"*) ;; *) fail "want ENOTCONN, got: $out" ;; esac
+ok "dead mount answers ENOTCONN"
+if echo x > "$M/g" 2>/dev/null; then fail "write fell through"; fi
+[ ! -e "$R/g" ] && [ "$(cat "$R/f")" = before ] || fail "backing root touched"
+ok "backing root untouched"
+mount_ws "$R" "$M"
+e2=$(status_of "$M" epoch)
+[ "$e2" -gt "$epoch" ] || fail "epoch $e2 not above $epoch"
+echo after >> "$M/f"
+ok "remount on the stale mount point: epoch $epoch -> $e2"
+echo PASS
