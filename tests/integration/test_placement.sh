@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Session placement serves BASE/<uuid> and holds no root lease; shared
+# placement holds no root lease and never turns read-only.
+. "$(dirname "$0")/lib.sh"
+
+B=$T/base M=$T/mnt
+uuid=0b5c7f2e-1d3a-4e5f-8a9b-0c1d2e3f4a5b
+mount_ws "$B" "$M" --placement=session --session=$uuid
+[ -d "$B/$uuid" ] || fail "BASE/<uuid> not created"
+[ "$(stat -c %a "$B/$uuid")" = 700 ] || fail "BASE/<uuid> not 0700"
+echo s > "$M/f"
+[ "$(cat "$B/$uuid/f")" = s ] || fail "session mount does not serve BASE/<uuid>"
+"$LEASEFS" lease list | grep -q workspace-roots && fail "session placement holds a root lease"
+[ "$(status_of "$M" placement)" = session ] || fail "status placement"
+ok "session placement"
+"$LEASEFS" umount "$M"
+
+S=$T/shared M2=$T/mnt2
+mount_ws "$S" "$M2" --placement=shared
+"$LEASEFS" lease list | grep -q workspace-roots && fail "shared placement holds a root lease"
+session=$(status_of "$M2" session)
+"$LEASEFS" lease revoke "sessions/$session" >/dev/null
+echo still > "$M2/g" || fail "shared placement turned read-only"
+[ "$(status_of "$M2" state)" = held ] || fail "shared state"
+# a second shared mount of the same root is allowed
+mount_ws "$S" "$T/mnt3" --placement=shared
+echo both > "$T/mnt3/h"
+ok "shared placement: no root lease, writable after session revoke, two mounts"
+echo PASS
