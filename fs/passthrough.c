@@ -2,12 +2,13 @@
 /*
  * Low-level FUSE passthrough of one root directory.
  *
- * Inodes: every inode the kernel knows is an O_PATH fd on the backing
- * object, keyed by (dev, ino) in a hash table and refcounted by the
- * kernel's nlookup.  The FUSE node id is the address of the inode record
- * (FUSE_ROOT_ID stands for the root record).  An inode's fd stays open
- * until the kernel forgets the inode, so its backing (dev, ino) cannot be
- * reused while the record exists.
+ * Inodes: every inode the kernel knows is a record keyed by (dev, ino) in
+ * a hash table and refcounted by the kernel's nlookup.  The FUSE node id is
+ * the address of the record (FUSE_ROOT_ID stands for the root record).  A
+ * record holds either an O_PATH fd, open until the kernel forgets the
+ * inode, or - once the fd budget is spent - a file handle from which an
+ * O_PATH fd is reopened per use (open_by_handle_at).  So the number of
+ * inodes the kernel may keep is bounded by memory, not by RLIMIT_NOFILE.
  *
  * Ownership: objects are created with the caller's fsuid/fsgid (set per
  * worker thread around the creating syscall), so the backing filesystem
@@ -60,7 +61,9 @@ struct lfs_inode {
 	uint64_t nlookup;       /* kernel references; fs->lock */
 	dev_t dev;              /* immutable */
 	ino_t ino;              /* immutable */
-	int fd;                 /* O_PATH; immutable while the record lives */
+	int fd;                 /* O_PATH, or -1 when `handle` is used;
+				 * immutable while the record lives */
+	struct file_handle *handle; /* when fd < 0; immutable */
 	bool pinned;            /* root: never freed by forget; immutable */
 };
 
@@ -80,6 +83,12 @@ struct lfs {
 	gid_t own_gid;
 	int own_ngroups;
 	gid_t own_groups[LFS_MAX_GROUPS];
+	int root_mnt_id;        /* handles are only used on the root's mount */
+	int mount_fd;           /* root, O_RDONLY: open_by_handle_at refuses
+				 * O_PATH fds as its mount fd */
+	atomic_long kept_fds;   /* inode records holding an fd */
+	long keep_files;        /* keep a non-directory's fd below this many */
+	long keep_dirs;         /* keep a directory's fd below this many */
 
 	/* lock protects the hash table: buckets, nbuckets, count, and every
 	 * inode's next and nlookup.  Held only for table operations; never
@@ -134,6 +143,25 @@ static int stat_fd(int fd, struct stat *st)
 	if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 		return neg_errno();
 	return 0;
+}
+
+/* An O_PATH fd for inode: its own, or a fresh one from its handle; give
+ * it back with inode_fd_put().  Needs CAP_DAC_READ_SEARCH for handles, so
+ * call it outside as_caller(). */
+static int inode_fd(struct lfs *fs, struct lfs_inode *inode)
+{
+	int fd;
+
+	if (inode->fd >= 0)
+		return inode->fd;
+	fd = open_by_handle_at(fs->mount_fd, inode->handle, O_PATH | O_CLOEXEC);
+	return fd < 0 ? neg_errno() : fd;
+}
+
+static void inode_fd_put(struct lfs_inode *inode, int fd)
+{
+	if (fd >= 0 && fd != inode->fd)
+		close(fd);
 }
 
 static bool placement_exclusive(const struct lfs *fs)
@@ -263,14 +291,85 @@ static struct lfs_inode *table_ref(struct lfs *fs, dev_t dev, ino_t ino)
 	return p;
 }
 
+static void inode_destroy(struct lfs *fs, struct lfs_inode *inode)
+{
+	if (inode->fd >= 0) {
+		close(inode->fd);
+		atomic_fetch_sub(&fs->kept_fds, 1);
+	}
+	free(inode->handle);
+	free(inode);
+}
+
+/* A file handle big enough for any filesystem. */
+struct handle_buf {
+	struct file_handle fh;
+	unsigned char bytes[MAX_HANDLE_SZ];
+};
+
+/* The handle of `name` in dirfd (not following symlinks), if it can be
+ * opened through the root's mount; -errno otherwise. */
+static int get_handle(struct lfs *fs, int dirfd, const char *name, int flags,
+		      struct handle_buf *hb)
+{
+	int mnt_id;
+
+	if (fs->root_mnt_id < 0)
+		return -EOPNOTSUPP;
+	hb->fh.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(dirfd, name, &hb->fh, &mnt_id, flags) < 0)
+		return neg_errno();
+	return mnt_id == fs->root_mnt_id ? 0 : -EXDEV;
+}
+
+static bool handle_eq(const struct file_handle *a, const struct file_handle *b)
+{
+	return a->handle_bytes == b->handle_bytes &&
+	       a->handle_type == b->handle_type &&
+	       memcmp(a->f_handle, b->f_handle, a->handle_bytes) == 0;
+}
+
+/*
+ * A handle-only record does not pin its inode, so after the file is
+ * deleted its (dev, ino) may be reused while the kernel still holds the
+ * record.  Such a record is stale for lookups: `current` is the handle
+ * now at that (dev, ino).
+ */
+static bool record_stale(const struct lfs_inode *p, const struct handle_buf *current)
+{
+	return p->fd < 0 && !handle_eq(p->handle, &current->fh);
+}
+
+/* Trades the fd of a new record for its handle (hb, or NULL if it has
+ * none) once the budget is spent. */
+static void inode_settle(struct lfs *fs, struct lfs_inode *inode,
+			 const struct stat *st, const struct handle_buf *hb)
+{
+	long limit = S_ISDIR(st->st_mode) ? fs->keep_dirs : fs->keep_files;
+	size_t sz;
+
+	if (atomic_fetch_add(&fs->kept_fds, 1) < limit || !hb)
+		return;
+	sz = sizeof(hb->fh) + hb->fh.handle_bytes;
+	inode->handle = malloc(sz);
+	if (!inode->handle)
+		return;
+	memcpy(inode->handle, &hb->fh, sz);
+	close(inode->fd);
+	inode->fd = -1;
+	atomic_fetch_sub(&fs->kept_fds, 1);
+}
+
 /* Takes ownership of fd (an O_PATH fd whose stat is st) and returns a
- * referenced inode for it: an existing record if another thread won the
- * race (fd is then closed), else a new one.  NULL on allocation failure
- * (fd closed). */
+ * referenced inode for it: an existing live record if another thread won
+ * the race (the new one is then dropped), else a new one, which replaces a
+ * stale record in the table.  NULL on allocation failure (fd closed). */
 static struct lfs_inode *table_ref_or_add(struct lfs *fs, int fd,
 					  const struct stat *st)
 {
 	struct lfs_inode *fresh = calloc(1, sizeof(*fresh)), *p;
+	struct handle_buf hb;
+	bool have = false;
 
 	if (!fresh) {
 		close(fd);
@@ -280,9 +379,15 @@ static struct lfs_inode *table_ref_or_add(struct lfs *fs, int fd,
 	fresh->ino = st->st_ino;
 	fresh->fd = fd;
 	fresh->nlookup = 1;
+	have = get_handle(fs, fd, "", AT_EMPTY_PATH, &hb) == 0;
+	inode_settle(fs, fresh, st, have ? &hb : NULL);
 
 	pthread_mutex_lock(&fs->lock);
 	p = table_find_locked(fs, st->st_dev, st->st_ino);
+	if (p && have && record_stale(p, &hb)) {
+		table_remove_locked(fs, p);
+		p = NULL;
+	}
 	if (p)
 		p->nlookup++;
 	else
@@ -291,9 +396,17 @@ static struct lfs_inode *table_ref_or_add(struct lfs *fs, int fd,
 
 	if (!p)
 		return fresh;
-	close(fd);
-	free(fresh);
+	inode_destroy(fs, fresh);
 	return p;
+}
+
+/* Takes a stale record out of the table; the kernel's references to it
+ * stay valid until forgotten. */
+static void table_detach(struct lfs *fs, struct lfs_inode *inode)
+{
+	pthread_mutex_lock(&fs->lock);
+	table_remove_locked(fs, inode);
+	pthread_mutex_unlock(&fs->lock);
 }
 
 /* Drops n kernel references; frees the record when none remain. */
@@ -309,10 +422,8 @@ static void table_unref(struct lfs *fs, struct lfs_inode *inode, uint64_t n)
 	}
 	pthread_mutex_unlock(&fs->lock);
 
-	if (dead) {
-		close(inode->fd);
-		free(inode);
-	}
+	if (dead)
+		inode_destroy(fs, inode);
 }
 
 /* ---- lookup ------------------------------------------------------------- */
@@ -328,23 +439,33 @@ static void entry_fill(struct lfs *fs, struct lfs_inode *inode,
 }
 
 /*
- * Resolve `name` in `parent` to a referenced inode and fill `e`.  Known
- * inodes cost one fstatat; unknown ones an O_PATH open as well.
+ * Resolve `name` in the directory `dirfd` to a referenced inode and fill
+ * `e`.  Known inodes cost one fstatat; unknown ones an O_PATH open as well.
  */
-static int lookup_at(struct lfs *fs, struct lfs_inode *parent,
-		     const char *name, struct fuse_entry_param *e)
+static int lookup_at(struct lfs *fs, int dirfd, const char *name,
+		     struct fuse_entry_param *e)
 {
 	struct lfs_inode *inode;
 	struct stat st;
 	int fd, rc;
 
-	if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return neg_errno();
 	inode = table_ref(fs, st.st_dev, st.st_ino);
+	if (inode && inode->fd < 0) {
+		struct handle_buf hb;
+
+		if (get_handle(fs, dirfd, name, 0, &hb) == 0 &&
+		    record_stale(inode, &hb)) {
+			table_detach(fs, inode);
+			table_unref(fs, inode, 1);
+			inode = NULL;
+		}
+	}
 	if (inode)
 		goto found;
 
-	fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return neg_errno();
 	rc = stat_fd(fd, &st);
@@ -363,9 +484,12 @@ found:
 static void lfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct lfs *fs = req_fs(req);
+	struct lfs_inode *dir = inode_of(fs, parent);
 	struct fuse_entry_param e;
-	int rc = lookup_at(fs, inode_of(fs, parent), name, &e);
+	int dfd = inode_fd(fs, dir);
+	int rc = dfd < 0 ? dfd : lookup_at(fs, dfd, name, &e);
 
+	inode_fd_put(dir, dfd);
 	if (rc == -ENOENT && fs->cfg.entry_timeout > 0) {
 		/* Negative entry: cached by the kernel for entry_timeout. */
 		memset(&e, 0, sizeof(e));
@@ -411,18 +535,21 @@ static void lfs_getattr(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
 	struct lfs *fs = req_fs(req);
+	struct lfs_inode *inode = inode_of(fs, ino);
 	struct stat st;
-	int rc;
+	int fd, rc;
 
-	if (fi)
+	if (fi) {
 		rc = fstat((int)fi->fh, &st) < 0 ? neg_errno() : 0;
-	else
-		rc = stat_fd(inode_of(fs, ino)->fd, &st);
+	} else {
+		fd = inode_fd(fs, inode);
+		rc = fd < 0 ? fd : stat_fd(fd, &st);
+		inode_fd_put(inode, fd);
+	}
 	reply_attr(req, rc, &st);
 }
 
-static int set_mode(struct lfs_inode *inode, struct fuse_file_info *fi,
-		    mode_t mode)
+static int set_mode(int ifd, struct fuse_file_info *fi, mode_t mode)
 {
 	char p[PROC_FD_PATH_MAX];
 	int res;
@@ -430,24 +557,22 @@ static int set_mode(struct lfs_inode *inode, struct fuse_file_info *fi,
 	if (fi)
 		res = fchmod((int)fi->fh, mode);
 	else
-		res = chmod(proc_path(p, inode->fd), mode);
+		res = chmod(proc_path(p, ifd), mode);
 	return res < 0 ? neg_errno() : 0;
 }
 
-static int set_owner(struct lfs_inode *inode, const struct stat *attr,
-		     int valid)
+static int set_owner(int ifd, const struct stat *attr, int valid)
 {
 	uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
 	gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
 
-	if (fchownat(inode->fd, "", uid, gid,
+	if (fchownat(ifd, "", uid, gid,
 		     AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 		return neg_errno();
 	return 0;
 }
 
-static int set_size(struct lfs_inode *inode, struct fuse_file_info *fi,
-		    off_t size)
+static int set_size(int ifd, struct fuse_file_info *fi, off_t size)
 {
 	char p[PROC_FD_PATH_MAX];
 	int res;
@@ -455,7 +580,7 @@ static int set_size(struct lfs_inode *inode, struct fuse_file_info *fi,
 	if (fi)
 		res = ftruncate((int)fi->fh, size);
 	else
-		res = truncate(proc_path(p, inode->fd), size);
+		res = truncate(proc_path(p, ifd), size);
 	return res < 0 ? neg_errno() : 0;
 }
 
@@ -470,7 +595,7 @@ static void time_spec(struct timespec *ts, int valid, int set_bit,
 		ts->tv_nsec = UTIME_OMIT;
 }
 
-static int set_times(struct lfs_inode *inode, struct fuse_file_info *fi,
+static int set_times(int ifd, struct fuse_file_info *fi,
 		     const struct stat *attr, int valid)
 {
 	struct timespec tv[2];
@@ -483,46 +608,55 @@ static int set_times(struct lfs_inode *inode, struct fuse_file_info *fi,
 	if (fi)
 		res = futimens((int)fi->fh, tv);
 	else
-		res = utimensat(inode->fd, "", tv,
+		res = utimensat(ifd, "", tv,
 				AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
 	return res < 0 ? neg_errno() : 0;
 }
 
-static int do_setattr(struct lfs_inode *inode, struct stat *attr, int valid,
+/* ifd: the inode's O_PATH fd; fi: the open file, if the kernel sent one. */
+static int do_setattr(int ifd, struct stat *attr, int valid,
 		      struct fuse_file_info *fi)
 {
 	int rc = 0;
 
 	if (valid & FUSE_SET_ATTR_MODE)
-		rc = set_mode(inode, fi, attr->st_mode);
+		rc = set_mode(ifd, fi, attr->st_mode);
 	if (!rc && (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
-		rc = set_owner(inode, attr, valid);
+		rc = set_owner(ifd, attr, valid);
 	if (!rc && (valid & FUSE_SET_ATTR_SIZE))
-		rc = set_size(inode, fi, attr->st_size);
+		rc = set_size(ifd, fi, attr->st_size);
 	if (!rc && (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
 			     FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW)))
-		rc = set_times(inode, fi, attr, valid);
+		rc = set_times(ifd, fi, attr, valid);
 	return rc;
 }
 
 static void lfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			int valid, struct fuse_file_info *fi)
 {
-	struct lfs_inode *inode = inode_of(req_fs(req), ino);
+	struct lfs *fs = req_fs(req);
+	struct lfs_inode *inode = inode_of(fs, ino);
 	struct stat st;
-	int rc = do_setattr(inode, attr, valid, fi);
+	int fd = inode_fd(fs, inode);
+	int rc = fd < 0 ? fd : do_setattr(fd, attr, valid, fi);
 
 	if (!rc)
-		rc = stat_fd(inode->fd, &st);
+		rc = stat_fd(fd, &st);
+	inode_fd_put(inode, fd);
 	reply_attr(req, rc, &st);
 }
 
 static void lfs_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+	struct lfs *fs = req_fs(req);
+	struct lfs_inode *inode = inode_of(fs, ino);
 	char buf[PATH_MAX + 1];
-	ssize_t n = readlinkat(inode_of(req_fs(req), ino)->fd, "", buf,
-			       sizeof(buf));
+	int fd = inode_fd(fs, inode);
+	ssize_t n = fd < 0 ? -1 : readlinkat(fd, "", buf, sizeof(buf));
 
+	if (fd < 0)
+		errno = -fd;
+	inode_fd_put(inode, fd);
 	if (n < 0)
 		reply_err(req, neg_errno());
 	else if ((size_t)n >= sizeof(buf))
@@ -581,13 +715,12 @@ static int make_file(void *a_)
 	return a->fd_out < 0 ? neg_errno() : 0;
 }
 
-static void reply_made(fuse_req_t req, struct lfs_inode *parent,
-		       const char *name, int rc)
+static void reply_made(fuse_req_t req, int dirfd, const char *name, int rc)
 {
 	struct fuse_entry_param e;
 
 	if (!rc)
-		rc = lookup_at(req_fs(req), parent, name, &e);
+		rc = lookup_at(req_fs(req), dirfd, name, &e);
 	if (rc < 0)
 		reply_err(req, rc);
 	else
@@ -597,13 +730,18 @@ static void reply_made(fuse_req_t req, struct lfs_inode *parent,
 static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       mode_t mode, dev_t rdev, const char *target)
 {
-	struct lfs_inode *dir = inode_of(req_fs(req), parent);
+	struct lfs *fs = req_fs(req);
+	struct lfs_inode *dir = inode_of(fs, parent);
 	struct make_args a = {
-		.dirfd = dir->fd, .name = name, .mode = mode, .rdev = rdev,
-		.target = target,
+		.dirfd = inode_fd(fs, dir), .name = name, .mode = mode,
+		.rdev = rdev, .target = target,
 	};
 
-	reply_made(req, dir, name, as_caller(req, make_node, &a));
+	if (a.dirfd < 0)
+		reply_err(req, a.dirfd);
+	else
+		reply_made(req, a.dirfd, name, as_caller(req, make_node, &a));
+	inode_fd_put(dir, a.dirfd);
 }
 
 static void lfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -629,12 +767,18 @@ static void lfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 {
 	struct lfs *fs = req_fs(req);
 	struct lfs_inode *dir = inode_of(fs, newparent);
+	struct lfs_inode *inode = inode_of(fs, ino);
 	struct make_args a = {
-		.dirfd = dir->fd, .name = newname,
-		.oldfd = inode_of(fs, ino)->fd,
+		.dirfd = inode_fd(fs, dir), .name = newname,
+		.oldfd = inode_fd(fs, inode),
 	};
 
-	reply_made(req, dir, newname, as_caller(req, make_link, &a));
+	if (a.dirfd < 0 || a.oldfd < 0)
+		reply_err(req, a.dirfd < 0 ? a.dirfd : a.oldfd);
+	else
+		reply_made(req, a.dirfd, newname, as_caller(req, make_link, &a));
+	inode_fd_put(dir, a.dirfd);
+	inode_fd_put(inode, a.oldfd);
 }
 
 /* ---- removing and renaming ---------------------------------------------- */
@@ -642,10 +786,15 @@ static void lfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 static void unlink_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 int flags)
 {
-	if (unlinkat(inode_of(req_fs(req), parent)->fd, name, flags) < 0)
-		reply_err(req, neg_errno());
-	else
-		fuse_reply_err(req, 0);
+	struct lfs *fs = req_fs(req);
+	struct lfs_inode *dir = inode_of(fs, parent);
+	int fd = inode_fd(fs, dir);
+	int rc = fd;
+
+	if (fd >= 0)
+		rc = unlinkat(fd, name, flags) < 0 ? neg_errno() : 0;
+	inode_fd_put(dir, fd);
+	reply_err(req, rc);
 }
 
 static void lfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -663,16 +812,25 @@ static void lfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       unsigned int flags)
 {
 	struct lfs *fs = req_fs(req);
+	struct lfs_inode *from = inode_of(fs, parent);
+	struct lfs_inode *to = inode_of(fs, newparent);
+	int ffd = -1, tfd = -1, rc;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
-		reply_err(req, -EINVAL);
-		return;
+		rc = -EINVAL;
+		goto out;
 	}
-	if (renameat2(inode_of(fs, parent)->fd, name,
-		      inode_of(fs, newparent)->fd, newname, flags) < 0)
-		reply_err(req, neg_errno());
-	else
-		fuse_reply_err(req, 0);
+	rc = ffd = inode_fd(fs, from);
+	if (rc < 0)
+		goto out;
+	rc = tfd = inode_fd(fs, to);
+	if (rc < 0)
+		goto out;
+	rc = renameat2(ffd, name, tfd, newname, flags) < 0 ? neg_errno() : 0;
+out:
+	inode_fd_put(from, ffd);
+	inode_fd_put(to, tfd);
+	reply_err(req, rc);
 }
 
 /* ---- files -------------------------------------------------------------- */
@@ -693,15 +851,19 @@ static void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct lfs *fs = req_fs(req);
 	struct lfs_inode *dir = inode_of(fs, parent);
 	struct make_args a = {
-		.dirfd = dir->fd, .name = name, .mode = mode & ~S_IFMT,
+		.dirfd = inode_fd(fs, dir), .name = name,
+		.mode = mode & ~S_IFMT,
 		.open_flags = (fi->flags | O_CREAT | O_CLOEXEC) & ~O_NOFOLLOW,
 		.fd_out = -1,
 	};
 	struct fuse_entry_param e;
-	int rc = as_caller(req, make_file, &a);
+	int rc = a.dirfd;
 
+	if (a.dirfd >= 0)
+		rc = as_caller(req, make_file, &a);
 	if (!rc)
-		rc = lookup_at(fs, dir, name, &e);
+		rc = lookup_at(fs, a.dirfd, name, &e);
+	inode_fd_put(dir, a.dirfd);
 	if (rc < 0)
 		goto fail;
 	fi->fh = (uint64_t)a.fd_out;
@@ -721,13 +883,18 @@ fail:
 static void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct lfs *fs = req_fs(req);
+	struct lfs_inode *inode = inode_of(fs, ino);
 	char p[PROC_FD_PATH_MAX];
 	int flags = (fi->flags | O_CLOEXEC) & ~(O_CREAT | O_EXCL | O_NOCTTY |
 						 O_NOFOLLOW);
-	int fd = open(proc_path(p, inode_of(fs, ino)->fd), flags);
+	int ifd = inode_fd(fs, inode);
+	int fd = ifd < 0 ? ifd : open(proc_path(p, ifd), flags);
 
+	if (fd < 0 && ifd >= 0)
+		fd = neg_errno();
+	inode_fd_put(inode, ifd);
 	if (fd < 0) {
-		reply_err(req, neg_errno());
+		reply_err(req, fd);
 		return;
 	}
 	fi->fh = (uint64_t)fd;
@@ -844,19 +1011,22 @@ static void lfs_opendir(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
 	struct lfs *fs = req_fs(req);
+	struct lfs_inode *inode = inode_of(fs, ino);
 	struct lfs_dir *d = calloc(1, sizeof(*d));
-	int fd = -1, rc;
+	int ifd, fd = -1, rc;
 
 	if (!d) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	fd = openat(inode_of(fs, ino)->fd, ".",
-		    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = neg_errno();
+	rc = ifd = inode_fd(fs, inode);
+	if (rc < 0)
 		goto fail;
-	}
+	fd = openat(ifd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	rc = fd < 0 ? neg_errno() : 0;
+	inode_fd_put(inode, ifd);
+	if (rc < 0)
+		goto fail;
 	d->dp = fdopendir(fd);
 	if (!d->dp) {
 		rc = neg_errno();
@@ -887,7 +1057,7 @@ static bool is_dot(const char *name)
 
 /* Adds one entry at buf; returns its size (> rem means it did not fit
  * and no reference was taken) or -errno. */
-static ssize_t dir_add(fuse_req_t req, struct lfs_inode *dir, char *buf,
+static ssize_t dir_add(fuse_req_t req, int dirfd, char *buf,
 		       size_t rem, const struct dirent *de, bool plus)
 {
 	struct lfs *fs = req_fs(req);
@@ -910,7 +1080,7 @@ static ssize_t dir_add(fuse_req_t req, struct lfs_inode *dir, char *buf,
 						       de->d_name, &e,
 						       de->d_off);
 	}
-	rc = lookup_at(fs, dir, de->d_name, &e);
+	rc = lookup_at(fs, dirfd, de->d_name, &e);
 	if (rc < 0)
 		return rc;
 	n = fuse_add_direntry_plus(req, buf, rem, de->d_name, &e, de->d_off);
@@ -925,7 +1095,6 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		       off_t off, struct fuse_file_info *fi, bool plus)
 {
 	struct lfs_dir *d = dir_of(fi);
-	struct lfs_inode *dir = inode_of(req_fs(req), ino);
 	char *buf = malloc(size);
 	size_t pos = 0;
 	int rc = 0;
@@ -950,7 +1119,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 				break;
 			}
 		}
-		n = dir_add(req, dir, buf + pos, size - pos, d->pending, plus);
+		n = dir_add(req, dirfd(d->dp), buf + pos, size - pos,
+			    d->pending, plus);
 		if (n < 0) {
 			rc = (int)n;
 			break;
@@ -1004,11 +1174,17 @@ static void lfs_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct lfs *fs = req_fs(req);
 	struct statvfs sv;
-
 	/* The FUSE statfs reply carries no flags: ST_RDONLY after loss comes
 	 * from lfs_remount_readonly(). */
-	if (fstatvfs(inode_of(fs, ino)->fd, &sv) < 0)
-		reply_err(req, neg_errno());
+	struct lfs_inode *inode = inode_of(fs, ino);
+	int fd = inode_fd(fs, inode);
+	int rc = fd;
+
+	if (fd >= 0)
+		rc = fstatvfs(fd, &sv) < 0 ? neg_errno() : 0;
+	inode_fd_put(inode, fd);
+	if (rc < 0)
+		reply_err(req, rc);
 	else
 		fuse_reply_statfs(req, &sv);
 }
@@ -1017,60 +1193,97 @@ static void lfs_statfs(fuse_req_t req, fuse_ino_t ino)
  * Through /proc/self/fd/N, which reaches the inode itself (symlinks
  * included, where the kernel refuses user.* with EPERM as natively). */
 
+/* What one xattr call needs; `name` NULL means list. */
+struct xattr_args {
+	const char *name;
+	const char *value;   /* set; NULL for get/list/remove */
+	char *buf;           /* get/list result */
+	size_t size;
+	int flags;
+	bool remove;
+};
+
+static ssize_t xattr_call(const char *path, const struct xattr_args *a)
+{
+	if (a->remove)
+		return removexattr(path, a->name);
+	if (a->value)
+		return setxattr(path, a->name, a->value, a->size, a->flags);
+	if (a->name)
+		return getxattr(path, a->name, a->buf, a->size);
+	return listxattr(path, a->buf, a->size);
+}
+
+/* The call on inode `ino`: result size or -errno. */
+static ssize_t xattr_on(fuse_req_t req, fuse_ino_t ino,
+			const struct xattr_args *a)
+{
+	struct lfs *fs = req_fs(req);
+	struct lfs_inode *inode = inode_of(fs, ino);
+	char p[PROC_FD_PATH_MAX];
+	int fd = inode_fd(fs, inode);
+	ssize_t n;
+
+	if (fd < 0)
+		return fd;
+	n = xattr_call(proc_path(p, fd), a);
+	if (n < 0)
+		n = neg_errno();
+	inode_fd_put(inode, fd);
+	return n;
+}
+
 static void lfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			 const char *value, size_t size, int flags)
 {
-	char p[PROC_FD_PATH_MAX];
-	int res = setxattr(proc_path(p, inode_of(req_fs(req), ino)->fd), name,
-			   value, size, flags);
+	struct xattr_args a = { .name = name, .value = value, .size = size,
+				.flags = flags };
+	ssize_t n = xattr_on(req, ino, &a);
 
-	reply_err(req, res < 0 ? neg_errno() : 0);
+	reply_err(req, n < 0 ? (int)n : 0);
 }
 
 static void lfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	char p[PROC_FD_PATH_MAX];
-	int res = removexattr(proc_path(p, inode_of(req_fs(req), ino)->fd),
-			      name);
+	struct xattr_args a = { .name = name, .remove = true };
+	ssize_t n = xattr_on(req, ino, &a);
 
-	reply_err(req, res < 0 ? neg_errno() : 0);
+	reply_err(req, n < 0 ? (int)n : 0);
 }
 
 /* Size query (size == 0) or value; shared by getxattr and listxattr. */
-static void reply_xattr(fuse_req_t req, size_t size, const char *name,
-			int fd)
+static void reply_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
 {
-	char p[PROC_FD_PATH_MAX];
-	char *buf = NULL;
+	struct xattr_args a = { .name = name, .size = size };
 	ssize_t n;
 
 	if (size) {
-		buf = malloc(size);
-		if (!buf) {
+		a.buf = malloc(size);
+		if (!a.buf) {
 			reply_err(req, -ENOMEM);
 			return;
 		}
 	}
-	proc_path(p, fd);
-	n = name ? getxattr(p, name, buf, size) : listxattr(p, buf, size);
+	n = xattr_on(req, ino, &a);
 	if (n < 0)
-		reply_err(req, neg_errno());
+		reply_err(req, (int)n);
 	else if (size)
-		fuse_reply_buf(req, buf, (size_t)n);
+		fuse_reply_buf(req, a.buf, (size_t)n);
 	else
 		fuse_reply_xattr(req, (size_t)n);
-	free(buf);
+	free(a.buf);
 }
 
 static void lfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			 size_t size)
 {
-	reply_xattr(req, size, name, inode_of(req_fs(req), ino)->fd);
+	reply_xattr(req, ino, name, size);
 }
 
 static void lfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	reply_xattr(req, size, NULL, inode_of(req_fs(req), ino)->fd);
+	reply_xattr(req, ino, NULL, size);
 }
 
 /* ---- session ------------------------------------------------------------ */
@@ -1184,6 +1397,34 @@ static void raise_nofile(void)
 	}
 }
 
+/* The mount id handles must carry to be opened through the root; -1 (no
+ * handles, every inode keeps its fd) if the backing fs has none. */
+static int root_mount_id(int fd)
+{
+	char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+	struct file_handle *fh = (struct file_handle *)buf;
+	int mnt_id;
+
+	fh->handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(fd, "", fh, &mnt_id, AT_EMPTY_PATH) < 0)
+		return -1;
+	return mnt_id;
+}
+
+/* Inodes keep their fds while at most half the fd limit is spent on
+ * files and three quarters on inodes overall (directories are the *at()
+ * bases), leaving the rest for open files and directory streams. */
+static void set_fd_budget(struct lfs *fs)
+{
+	struct rlimit rl;
+	long cur = 1024;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		cur = (long)rl.rlim_cur;
+	fs->keep_files = cur / 2;
+	fs->keep_dirs = cur / 4 * 3;
+}
+
 static int open_root(struct lfs *fs)
 {
 	struct stat st;
@@ -1197,6 +1438,10 @@ static int open_root(struct lfs *fs)
 		return rc;
 	fs->root.dev = st.st_dev;
 	fs->root.ino = st.st_ino;
+	fs->root_mnt_id = root_mount_id(fs->root.fd);
+	fs->mount_fd = open(fs->root_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fs->mount_fd < 0)
+		fs->root_mnt_id = -1;
 	fs->root.nlookup = 1;
 	fs->root.pinned = true;
 	table_insert_locked(fs, &fs->root); /* not yet shared */
@@ -1226,6 +1471,7 @@ int lfs_new(const struct lfs_config *cfg, struct fuse_args *args,
 		return -ENOMEM;
 	fs->cfg = *cfg;
 	fs->root.fd = -1;
+	fs->mount_fd = -1;
 	pthread_mutex_init(&fs->lock, NULL);
 	fs->nbuckets = LFS_TABLE_MIN_BUCKETS;
 	fs->buckets = calloc(fs->nbuckets, sizeof(*fs->buckets));
@@ -1239,6 +1485,7 @@ int lfs_new(const struct lfs_config *cfg, struct fuse_args *args,
 	if (rc < 0)
 		goto fail;
 	raise_nofile();
+	set_fd_budget(fs);
 	/* Modes arrive with the caller's umask applied. */
 	umask(0);
 	rc = open_root(fs);
@@ -1350,10 +1597,8 @@ static void table_free(struct lfs *fs)
 
 		for (; p; p = next) {
 			next = p->next;
-			if (p != &fs->root) {
-				close(p->fd);
-				free(p);
-			}
+			if (p != &fs->root)
+				inode_destroy(fs, p);
 		}
 	}
 	free(fs->buckets);
@@ -1368,6 +1613,8 @@ void lfs_free(struct lfs *fs)
 	table_free(fs);
 	if (fs->root.fd >= 0)
 		close(fs->root.fd);
+	if (fs->mount_fd >= 0)
+		close(fs->mount_fd);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs->root_path);
 	free(fs->mountpoint);
