@@ -39,7 +39,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
@@ -966,14 +965,6 @@ static void lfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	reply_err(req, res < 0 ? neg_errno() : 0);
 }
 
-static void lfs_flock(fuse_req_t req, fuse_ino_t ino,
-		      struct fuse_file_info *fi, int op)
-{
-	int res = flock((int)fi->fh, op);
-
-	reply_err(req, res < 0 ? neg_errno() : 0);
-}
-
 static void lfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 				off_t off_in, struct fuse_file_info *fi_in,
 				fuse_ino_t ino_out, off_t off_out,
@@ -1173,13 +1164,13 @@ static void lfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 static void lfs_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct lfs *fs = req_fs(req);
-	struct statvfs sv;
-	/* The FUSE statfs reply carries no flags: ST_RDONLY after loss comes
-	 * from lfs_remount_readonly(). */
 	struct lfs_inode *inode = inode_of(fs, ino);
+	struct statvfs sv;
 	int fd = inode_fd(fs, inode);
 	int rc = fd;
 
+	/* The FUSE statfs reply carries no flags: ST_RDONLY after loss comes
+	 * from lfs_remount_readonly(). */
 	if (fd >= 0)
 		rc = fstatvfs(fd, &sv) < 0 ? neg_errno() : 0;
 	inode_fd_put(inode, fd);
@@ -1312,7 +1303,8 @@ static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 	/* The kernel clears suid/sgid itself (via setattr) on write,
 	 * truncate and chown by a caller lacking CAP_FSETID. */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
-	/* Locks are kept by the kernel: one mount, one lock domain. */
+	/* flock and POSIX locks are kept by the kernel (no lock ops): one
+	 * mount is one lock domain. */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 	if (excl) {
 		conn->want &= ~(FUSE_CAP_READDIRPLUS_AUTO |
@@ -1346,7 +1338,6 @@ static const struct fuse_lowlevel_ops lfs_ops = {
 	.release = lfs_release,
 	.fsync = lfs_fsync,
 	.fallocate = lfs_fallocate,
-	.flock = lfs_flock,
 	.copy_file_range = lfs_copy_file_range,
 	.lseek = lfs_lseek,
 	.opendir = lfs_opendir,
