@@ -86,6 +86,7 @@ struct lfs {
 	int mount_fd;           /* root, O_RDONLY: open_by_handle_at refuses
 				 * O_PATH fds as its mount fd */
 	atomic_long kept_fds;   /* inode records holding an fd */
+	atomic_bool handles_used; /* some record has been handle-only */
 	long keep_files;        /* keep a non-directory's fd below this many */
 	long keep_dirs;         /* keep a directory's fd below this many */
 
@@ -354,6 +355,7 @@ static void inode_settle(struct lfs *fs, struct lfs_inode *inode,
 	if (!inode->handle)
 		return;
 	memcpy(inode->handle, &hb->fh, sz);
+	atomic_store(&fs->handles_used, true);
 	close(inode->fd);
 	inode->fd = -1;
 	atomic_fetch_sub(&fs->kept_fds, 1);
@@ -378,7 +380,11 @@ static struct lfs_inode *table_ref_or_add(struct lfs *fs, int fd,
 	fresh->ino = st->st_ino;
 	fresh->fd = fd;
 	fresh->nlookup = 1;
-	have = get_handle(fs, fd, "", AT_EMPTY_PATH, &hb) == 0;
+	/* Needed only once records may be handle-only (to settle this one
+	 * or to detect a stale one); below the budget it is skipped. */
+	if (atomic_load(&fs->handles_used) ||
+	    atomic_load(&fs->kept_fds) >= fs->keep_files)
+		have = get_handle(fs, fd, "", AT_EMPTY_PATH, &hb) == 0;
 	inode_settle(fs, fresh, st, have ? &hb : NULL);
 
 	pthread_mutex_lock(&fs->lock);
