@@ -155,7 +155,11 @@ static int inode_fd(struct lfs *fs, struct lfs_inode *inode)
 	if (inode->fd >= 0)
 		return inode->fd;
 	fd = open_by_handle_at(fs->mount_fd, inode->handle, O_PATH | O_CLOEXEC);
-	return fd < 0 ? neg_errno() : fd;
+	if (fd >= 0)
+		return fd;
+	/* A handle goes stale when its object is deleted: answer as a path
+	 * lookup of a deleted object would. */
+	return errno == ESTALE ? -ENOENT : neg_errno();
 }
 
 static void inode_fd_put(struct lfs_inode *inode, int fd)
