@@ -138,11 +138,16 @@ static bool serve(struct control *ctl, int fd)
 		free(buf);
 		return false;
 	}
-	if (strcmp(line, "umount") == 0 && ctl->nwaiters < MAX_WAITERS) {
+	if (strcmp(line, "umount") == 0) {
+		/* Past MAX_WAITERS a caller is answered but not kept: it
+		 * returns before the daemon's end (bounded table, no realloc). */
+		bool keep = ctl->nwaiters < MAX_WAITERS;
+
 		reply(fd, "ok\n");
-		ctl->waiters[ctl->nwaiters++] = fd;
+		if (keep)
+			ctl->waiters[ctl->nwaiters++] = fd;
 		ctl->info.on_umount(ctl->info.userdata);
-		return true;
+		return keep;
 	}
 	reply(fd, "error: unknown command\n");
 	return false;

@@ -11,13 +11,15 @@
 
 /*
  * Host-scoped lock on the (dev, ino) identity of `root`: an OFD lock on
- * LEASEFS_RUN_DIR/roots/<dev>-<ino>.lock, held for the life of *fd.
- * Refuses a second exclusive mount of one directory however it is spelled
- * (bind mounts included): LEASE_E_HELD with the holder's epoch.
+ * LEASEFS_RUN_DIR/roots/<dev>-<ino>.lock, held for the life of *fd (the
+ * kernel drops it when the daemon dies).  The file then reads
+ * "<lease_name> epoch <epoch> pid <pid>".  Refuses a second exclusive
+ * mount of one directory however it is spelled (bind mounts included):
+ * LEASE_E_HELD, err->name = root, err->holder_epoch = the epoch recorded
+ * by the holder.  Retries until `deadline` (a passed deadline: one try).
  */
-int hostlock_take(const char *root, int *fd, struct lease_err *err);
-/* Record our lease epoch in the lock file, for a refused contender. */
-int hostlock_note_epoch(int fd, uint64_t epoch);
+int hostlock_take(const char *root, const char *lease_name, uint64_t epoch,
+		  int64_t deadline, int *fd, struct lease_err *err);
 
 /* Control socket path for a canonical mount point; `out` >= 108 bytes. */
 int control_path(const char *mountpoint, char *out, size_t outsz);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -34,17 +35,48 @@ static int lock_dir(void)
 /* Epoch recorded by the current holder; 0 if unreadable. */
 static uint64_t holder_epoch(int fd)
 {
-	char buf[64] = { 0 };
+	char buf[LEASE_NAME_MAX + 64] = { 0 };
 	unsigned long long e = 0;
 
 	if (pread(fd, buf, sizeof(buf) - 1, 0) > 0)
-		sscanf(buf, "epoch %llu", &e);
+		sscanf(buf, "%*s epoch %llu", &e);
 	return e;
 }
 
-int hostlock_take(const char *root, int *fd_out, struct lease_err *err)
+/* Record the holder.  Overwrite first, then cut the tail, so a contender
+ * reading concurrently never sees an empty file. */
+static int write_holder(int fd, const char *lease_name, uint64_t epoch)
+{
+	char buf[LEASE_NAME_MAX + 64];
+	int n = snprintf(buf, sizeof(buf), "%s epoch %" PRIu64 " pid %d\n",
+			 lease_name, epoch, (int)getpid());
+
+	if (pwrite(fd, buf, (size_t)n, 0) != n || ftruncate(fd, n) < 0)
+		return -errno;
+	return 0;
+}
+
+/* One F_OFD_SETLK try per 20 ms until `deadline`: an OFD lock wait has no
+ * timeout of its own.  0, -EAGAIN (held) or another -errno. */
+static int lock_until(int fd, int64_t deadline)
 {
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	const struct timespec pause = { 0, 20 * 1000000L };
+
+	for (;;) {
+		if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+			return 0;
+		if (errno != EAGAIN && errno != EACCES)
+			return -errno;
+		if (lease_deadline_passed(deadline))
+			return -EAGAIN;
+		nanosleep(&pause, NULL);
+	}
+}
+
+int hostlock_take(const char *root, const char *lease_name, uint64_t epoch,
+		  int64_t deadline, int *fd_out, struct lease_err *err)
+{
 	char path[256];
 	struct stat st;
 	int fd, r;
@@ -66,32 +98,26 @@ int hostlock_take(const char *root, int *fd_out, struct lease_err *err)
 		return lease_err_set(err, LEASE_E_IO, -errno, root,
 				     "cannot open host lock %s: %s", path,
 				     strerror(errno));
-	if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
-		int e = errno;
-		uint64_t epoch = holder_epoch(fd);
+	r = lock_until(fd, deadline);
+	if (r == -EAGAIN) {
+		uint64_t held = holder_epoch(fd);
 
 		close(fd);
-		if (e == EAGAIN || e == EACCES) {
-			r = lease_err_set(err, LEASE_E_HELD, 0, root,
-					  "workspace busy: %s held at epoch %" PRIu64,
-					  root, epoch);
-			if (err)
-				err->holder_epoch = epoch;
-			return r;
-		}
-		return lease_err_set(err, LEASE_E_IO, -e, root,
-				     "cannot lock %s: %s", path, strerror(e));
+		r = lease_err_set(err, LEASE_E_HELD, 0, root,
+				  "workspace busy: %s held at epoch %" PRIu64,
+				  root, held);
+		if (err)
+			err->holder_epoch = held;
+		return r;
+	}
+	if (r == 0)
+		r = write_holder(fd, lease_name, epoch);
+	if (r < 0) {
+		close(fd);
+		return lease_err_set(err, LEASE_E_IO, r, root,
+				     "cannot take host lock %s: %s", path,
+				     strerror(-r));
 	}
 	*fd_out = fd;
-	return 0;
-}
-
-int hostlock_note_epoch(int fd, uint64_t epoch)
-{
-	char buf[64];
-	int n = snprintf(buf, sizeof(buf), "epoch %" PRIu64 "\n", epoch);
-
-	if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, n, 0) != n)
-		return -errno;
 	return 0;
 }

@@ -242,6 +242,7 @@ struct daemon {
 	struct coord *coord;
 	struct lfs *fs;
 	struct control *ctl;
+	int64_t acquire_deadline; /* --wait, absolute; bounds the host lock too */
 	int hostlock_fd;         /* event thread closes it on loss; teardown after join */
 	int event_fd;            /* umount requests and loss, for the event thread */
 	int signal_fd;
@@ -273,13 +274,25 @@ static void on_umount(void *ud)
 		perror("leasefs: umount request");
 }
 
+/* Exclusive placement: the root lease is held; now lock the root's inode
+ * identity, recording our lease and its epoch (the store's high-water mark,
+ * which is ours while we hold the name) for a refused contender. */
 static int after_acquire(void *ud, const char *root, struct lease_err *err)
 {
 	struct daemon *d = ud;
+	struct lease_info info = { 0 };
+	char name[LEASE_NAME_MAX + 1];
+	int r;
 
 	if (d->opts->placement != COORD_EXCLUSIVE)
 		return 0;
-	return hostlock_take(root, &d->hostlock_fd, err);
+	r = lease_root_name(root, name, sizeof(name));
+	if (r < 0)
+		return r;
+	if (lease_show(d->store, name, &info, NULL) < 0)
+		info.epoch = 0;
+	return hostlock_take(root, name, info.epoch, d->acquire_deadline,
+			     &d->hostlock_fd, err);
 }
 
 static void log_release(void *ud, const char *name, int64_t deadline)
@@ -389,7 +402,7 @@ static int open_coord(struct daemon *d, struct lease_err *err)
 		.placement = o->placement,
 		.root = o->root,
 		.session_id = o->session,
-		.acquire_deadline = lease_deadline_ms((int64_t)(o->wait_s * 1000)),
+		.acquire_deadline = d->acquire_deadline,
 		.after_acquire = after_acquire,
 		.after_acquire_userdata = d,
 		.on_loss = on_loss,
@@ -404,8 +417,6 @@ static int open_coord(struct daemon *d, struct lease_err *err)
 	if (r < 0)
 		return r;
 	coord_set_release_observer(d->coord, log_release, d);
-	if (d->hostlock_fd >= 0)
-		hostlock_note_epoch(d->hostlock_fd, coord_root_epoch(d->coord));
 	return 0;
 }
 
@@ -497,11 +508,15 @@ static int teardown(struct daemon *d)
 	}
 	if (d->fs)
 		lfs_unmount(d->fs);
+	/* Unmounted: nothing reaches the root through us any more, so the
+	 * identity lock goes first and a successor never sees it outlive
+	 * the root lease. */
+	if (d->hostlock_fd >= 0)
+		close(d->hostlock_fd);
+	d->hostlock_fd = -1;
 	if (d->coord)
 		r = coord_shutdown(d->coord, DRAIN_TIMEOUT_MS);
 	control_stop(d->ctl);
-	if (d->hostlock_fd >= 0)
-		close(d->hostlock_fd);
 	lfs_free(d->fs);
 	coord_free(d->coord);
 	lease_store_close(d->store);
@@ -540,34 +555,41 @@ static int run_daemon(struct mount_opts *o, int report_fd)
 	struct lease_err err = { 0 };
 	int r, code;
 
+	d.acquire_deadline = lease_deadline_ms((int64_t)(o->wait_s * 1000));
 	r = block_signals(&d);
-	if (r < 0)
-		lease_err_set(&err, LEASE_E_IO, r, NULL, "cannot set up signals");
-	if (r == 0)
-		r = open_coord(&d, &err);
-	if (r == 0)
-		r = open_fs(&d, &err);
-	if (r == 0)
-		r = start_services(&d, &err);
 	if (r < 0) {
-		fprintf(stderr, "leasefs: %s\n", err.msg);
-		code = exit_code(r, &err);
-		if (d.fs && r != 0)
-			lfs_unmount(d.fs);
-		teardown(&d);
-		report(&report_fd, code);
-		return code;
+		lease_err_set(&err, LEASE_E_IO, r, NULL,
+			      "cannot set up signal handling: %s", strerror(-r));
+		goto fail;
 	}
+	r = open_coord(&d, &err);
+	if (r < 0)
+		goto fail;
+	r = open_fs(&d, &err);
+	if (r < 0)
+		goto fail;
+	r = start_services(&d, &err);
+	if (r < 0)
+		goto fail;
 	report(&report_fd, EXIT_OK);
 	if (!o->foreground)
 		detach_stdio();
 	r = lfs_run(d.fs);
 	if (r < 0)
 		fprintf(stderr, "leasefs: session loop: %s\n", strerror(-r));
-	r = teardown(&d);
-	close(d.signal_fd);
-	close(d.event_fd);
-	return r == 0 ? EXIT_OK : EXIT_FAIL;
+	code = teardown(&d) == 0 && r == 0 ? EXIT_OK : EXIT_FAIL;
+	goto close_fds;
+fail:
+	fprintf(stderr, "leasefs: %s\n", err.msg);
+	code = exit_code(r, &err);
+	teardown(&d);
+	report(&report_fd, code);
+close_fds:
+	if (d.signal_fd >= 0)
+		close(d.signal_fd);
+	if (d.event_fd >= 0)
+		close(d.event_fd);
+	return code;
 }
 
 /* Background: the parent returns only once the child says it is serving

@@ -4,6 +4,14 @@
 # unmount, then kill by pid) before it waits for any mount.
 set -euo pipefail
 
+# The whole test runs under `timeout` (IT_TIMEOUT seconds, default 240):
+# re-exec once under it; the EXIT trap below still cleans up on SIGTERM.
+if [ -z "${LEASEFS_IT_BOUNDED:-}" ]; then
+	export LEASEFS_IT_BOUNDED=1
+	exec timeout -k 10 "${IT_TIMEOUT:-240}" bash "$0" "$@"
+fi
+trap 'exit 124' TERM
+
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
 LEASEFS=${LEASEFS_BIN:-$TOP/build/leasefs}

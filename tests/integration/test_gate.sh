@@ -81,7 +81,7 @@ ok "statfs read-only"
 [ "$(cat "$R/keep")" = keep ] || fail "backing file changed"
 
 # --- latency: revoke returns -> first EROFS ---------------------------------
-rounds=${GATE_ROUNDS:-15}
+rounds=${GATE_ROUNDS:-20}
 lat=()
 for i in $(seq "$rounds"); do
 	m=$T/lat$i

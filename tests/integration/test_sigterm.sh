@@ -14,10 +14,43 @@ wait_until 20 "$LEASEFS" status "$M" >/dev/null 2>&1 || fail "no status"
 root_lease=$(status_of "$M" lease)
 session=$(status_of "$M" session)
 echo x > "$M/f"
+# Watch the store itself: each release replaces NAME.rec by a rename, and
+# one inotify queue over both directories orders those events.
+leases_dir=${LEASEFS_LEASES#file:}
+python3 - "$leases_dir" "$T/store-order" <<'PY' &
+import ctypes, os, struct, sys, select
+libc = ctypes.CDLL(None, use_errno=True)
+IN_MOVED_TO, IN_CLOEXEC = 0x80, 0o2000000
+fd = libc.inotify_init1(IN_CLOEXEC)
+wds = {}
+for sub in ("workspace-roots", "sessions"):
+    wd = libc.inotify_add_watch(fd, os.path.join(sys.argv[1], sub).encode(), IN_MOVED_TO)
+    assert wd >= 0, sub
+    wds[wd] = sub
+out = open(sys.argv[2], "w")
+out.write("ready\n"); out.flush()
+seen = 0
+while seen < 2 and select.select([fd], [], [], 20)[0]:
+    buf = os.read(fd, 65536)
+    i = 0
+    while i < len(buf):
+        wd, mask, cookie, n = struct.unpack_from("iIII", buf, i)
+        name = buf[i + 16:i + 16 + n].rstrip(b"\0").decode()
+        i += 16 + n
+        if name.endswith(".rec"):
+            out.write("%s/%s\n" % (wds[wd], name[:-4])); out.flush()
+            seen += 1
+PY
+watcher=$!
+wait_until 10 grep -qs ready "$T/store-order" || fail "store watcher not ready"
 kill -TERM "$pid"
 rc=0; wait "$pid" || rc=$?
 [ $rc -eq 0 ] || fail "daemon exit $rc"
 mountpoint -q "$M" && fail "still mounted"
+wait "$watcher" || fail "store watcher failed"
+[ "$(sed -n 2p "$T/store-order")" = "$root_lease" ] || fail "store: first record rewritten: $(cat "$T/store-order")"
+[ "$(sed -n 3p "$T/store-order")" = "sessions/$session" ] || fail "store: second record rewritten: $(cat "$T/store-order")"
+ok "store: root record released before the session record"
 grep '^leasefs: releasing' "$T/log" > "$T/order"
 [ "$(sed -n 1p "$T/order")" = "leasefs: releasing $root_lease" ] || fail "first release: $(cat "$T/order")"
 [ "$(sed -n 2p "$T/order")" = "leasefs: releasing sessions/$session" ] || fail "second release: $(cat "$T/order")"
