@@ -28,6 +28,7 @@
 #include <sys/mount.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -159,12 +160,22 @@ static int parse_mount_opt(struct mount_opts *o, int c, struct lease_err *err)
 	}
 }
 
-/* A mount point that answers ENOTCONN is a crashed daemon's: detach it. */
+/*
+ * A mount point that answers ENOTCONN is a crashed daemon's.  Asked with
+ * statfs, which FUSE never answers from a cache (stat may be served from
+ * cached attributes for as long as the attribute timeout).
+ */
+static bool is_stale_mount(const char *path)
+{
+	struct statfs sf;
+
+	return statfs(path, &sf) < 0 && errno == ENOTCONN;
+}
+
+/* Detach a crashed daemon's mount on `path`; 0 if there is none. */
 static int clean_stale_mount(const char *path)
 {
-	struct stat st;
-
-	if (stat(path, &st) == 0 || errno != ENOTCONN)
+	if (!is_stale_mount(path))
 		return 0;
 	fprintf(stderr, "leasefs: %s is a stale mount (daemon gone); "
 		"detaching it\n", path);
@@ -212,6 +223,36 @@ static int resolve_paths(struct mount_opts *o, const char *mnt,
 	return 0;
 }
 
+/* Local directory of a file: store URI, or NULL for other schemes. */
+static const char *file_store_dir(const char *uri)
+{
+	if (strcmp(uri, "file") == 0 || strcmp(uri, "file:") == 0)
+		return LEASE_FILE_DEFAULT_DIR;
+	return strncmp(uri, "file:", 5) == 0 ? uri + 5 : NULL;
+}
+
+/*
+ * The coordinator refuses a lease directory inside the workspace, but only
+ * after the store is open, and opening a file store creates its directory.
+ * Refuse it here first so that a refused mount touches nothing in ROOT.
+ * (Session placement serves BASE/<uuid>; a store beside it in BASE is fine.)
+ */
+static int check_lease_dir(const struct mount_opts *o, struct lease_err *err)
+{
+	const char *dir = file_store_dir(o->leases);
+	char canon[PATH_MAX];
+
+	if (!dir || o->placement == COORD_SESSION)
+		return 0;
+	if (lease_canonical_root(dir, canon, sizeof(canon)) < 0)
+		return 0; /* the store's own open reports an unusable path */
+	if (path_inside(canon, o->canon_root))
+		return usage_error(err, "lease directory %s is inside the "
+				   "workspace root; put the leases outside it",
+				   canon);
+	return 0;
+}
+
 static int parse_mount(int argc, char **argv, struct mount_opts *o,
 		       struct lease_err *err)
 {
@@ -230,7 +271,8 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o,
 	if (argc - optind != 2)
 		return usage_error(err, "%s", "mount needs ROOT and MOUNTPOINT");
 	o->root = argv[optind];
-	return resolve_paths(o, argv[optind + 1], err);
+	r = resolve_paths(o, argv[optind + 1], err);
+	return r < 0 ? r : check_lease_dir(o, err);
 }
 
 /* ---- the daemon ---------------------------------------------------- */
@@ -709,6 +751,9 @@ static int cmd_umount(int argc, char **argv)
 	r = canonical_mountpoint(argv[1], mnt);
 	if (r == 0)
 		r = control_umount(mnt, UMOUNT_TIMEOUT_MS);
+	/* No daemon serves it, but a crashed one's mount is there: detach. */
+	if ((r == -ENOENT || r == -ECONNREFUSED) && is_stale_mount(argv[1]))
+		r = clean_stale_mount(argv[1]);
 	if (r < 0) {
 		fprintf(stderr, "leasefs: cannot unmount %s: %s%s\n", argv[1],
 			strerror(-r), r == -ENOENT || r == -ECONNREFUSED ?

@@ -21,4 +21,12 @@ e2=$(status_of "$M" epoch)
 [ "$e2" -gt "$epoch" ] || fail "epoch $e2 not above $epoch"
 echo after >> "$M/f"
 ok "remount on the stale mount point: epoch $epoch -> $e2"
+
+# `leasefs umount` of a crashed daemon's mount detaches it.
+kill -9 "$DAEMON_PID"
+wait_pid_gone "$DAEMON_PID" 10 || fail "daemon survived kill -9"
+"$LEASEFS" umount "$M" || fail "umount of a stale mount failed"
+mountpoint -q "$M" && fail "stale mount still there after leasefs umount"
+[ "$(cat "$R/f")" = "$(printf 'before\nafter')" ] || fail "backing root changed: $(cat "$R/f")"
+ok "leasefs umount detaches a stale mount"
 echo PASS

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The command line's contract: exit codes (64 usage, 75 busy, 1 other),
+# a refused or failed mount leaves nothing mounted and nothing in ROOT,
+# --wait takes the root once its holder lets go, status/umount of a mount
+# point nobody serves fail with exit 1.
+. "$(dirname "$0")/lib.sh"
+
+R=$T/root M=$T/mnt
+mkdir -p "$R" "$M" "$T/m2"
+MOUNTS+=("$M" "$T/m2")
+
+# expect_exit CODE CMD...: CMD exits with CODE and says why on stderr.
+expect_exit() {
+	local want=$1 rc=0 out; shift
+	out=$(timeout 30 "$@" 2>&1) || rc=$?
+	[ $rc -eq "$want" ] || fail "exit $rc, want $want: $* ($out)"
+	[ -n "$out" ] || fail "no message from: $*"
+	ok "exit $want: $* -> $(head -n1 <<<"$out")"
+}
+
+# --- refused before anything is touched -------------------------------
+expect_exit 64 "$LEASEFS"
+expect_exit 64 "$LEASEFS" mount "$R"
+expect_exit 64 "$LEASEFS" mount --placement=bogus "$R" "$M"
+expect_exit 64 "$LEASEFS" mount --session=NOT-A-UUID "$R" "$M"
+expect_exit 64 "$LEASEFS" mount --wait=-1 "$R" "$M"
+expect_exit 64 "$LEASEFS" mount --leases=bogus: "$R" "$M"
+expect_exit 64 "$LEASEFS" mount --leases="file:$R/leases" "$R" "$M"
+mkdir "$R/inner"
+expect_exit 64 "$LEASEFS" mount "$R" "$R/inner"
+rmdir "$R/inner"
+expect_exit 64 "$LEASEFS" mount "$R" "$R"
+expect_exit 64 "$LEASEFS" lease frobnicate
+expect_exit 64 "$LEASEFS" lease show 'Bad//Name'
+expect_exit 1 "$LEASEFS" status "$M"
+expect_exit 1 "$LEASEFS" umount "$M"
+expect_exit 1 "$LEASEFS" lease revoke workspace-roots/nothing-held-here
+[ -z "$(ls -A "$R")" ] || fail "a refused mount touched ROOT: $(ls -A "$R")"
+findmnt -rn "$M" >/dev/null && fail "a refused mount left a mount"
+ok "refusals touched nothing"
+
+# --- busy, then --wait ------------------------------------------------------
+mount_ws "$R" "$M"
+epoch=$(status_of "$M" epoch)
+expect_exit 75 "$LEASEFS" mount "$R" "$T/m2"
+findmnt -rn "$T/m2" >/dev/null && fail "busy mount left a mount"
+# A waiting mount gets the root once the holder unmounts.
+"$LEASEFS" mount --wait=20 "$R" "$T/m2" &
+waiter=$!
+"$LEASEFS" umount "$M"
+rc=0; wait "$waiter" || rc=$?
+[ $rc -eq 0 ] || fail "--wait mount exit $rc"
+PIDS+=("$(status_of "$T/m2" pid)")
+e2=$(status_of "$T/m2" epoch)
+[ "$e2" -gt "$epoch" ] || fail "--wait mount epoch $e2 not above $epoch"
+echo w > "$T/m2/f"
+[ "$(cat "$R/f")" = w ] || fail "--wait mount does not serve ROOT"
+ok "--wait: mounted once the holder let go, epoch $epoch -> $e2"
+
+# --- status output ----------------------------------------------------------
+"$LEASEFS" status "$T/m2" | grep -q '^state *held' || fail "status table lacks state held"
+for k in root placement session lease epoch state backend pid; do
+	"$LEASEFS" status "$T/m2" --json | python3 -c '
+import json, sys; d = json.load(sys.stdin); sys.exit(sys.argv[1] not in d)' "$k" ||
+		fail "status --json lacks $k"
+done
+[ "$(status_of "$T/m2" root)" = "$(realpath "$R")" ] || fail "status root not canonical"
+ok "status table and JSON keys"
+"$LEASEFS" umount "$T/m2"
+echo PASS
