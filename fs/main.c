@@ -423,6 +423,11 @@ static int block_signals(struct daemon *d)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
+	/* A shell starts background jobs with SIGINT ignored, and an ignored
+	 * signal never reaches a signalfd: SIGINT and SIGTERM always mean
+	 * orderly shutdown.  (SIGHUP keeps its disposition, for nohup.) */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
 	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
 		return -EINVAL;
 	d->signal_fd = signalfd(-1, &set, SFD_CLOEXEC);

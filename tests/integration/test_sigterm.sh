@@ -59,6 +59,20 @@ for n in "$root_lease" "sessions/$session"; do
 done
 ok "SIGTERM: exit 0, root then session released, both free"
 
+# SIGINT, to a daemon started as a background job (which the shell starts
+# with SIGINT ignored).
+"$LEASEFS" mount -f "$R" "$M" 2>"$T/log2" &
+pid=$!
+PIDS+=("$pid")
+wait_until 20 "$LEASEFS" status "$M" >/dev/null 2>&1 || fail "no status (SIGINT round)"
+kill -INT "$pid"
+rc=0; timeout 30 tail --pid="$pid" -f /dev/null || fail "daemon ignored SIGINT"
+wait "$pid" || rc=$?
+[ $rc -eq 0 ] || fail "daemon exit $rc after SIGINT"
+mountpoint -q "$M" && fail "still mounted after SIGINT"
+"$LEASEFS" lease show "$root_lease" | grep -q '^state: free' || fail "root not free after SIGINT"
+ok "SIGINT: exit 0, unmounted, root free"
+
 mount_ws "$R" "$M"
 pid=$DAEMON_PID
 "$LEASEFS" umount "$M"
