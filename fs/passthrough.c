@@ -1300,11 +1300,11 @@ static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 	struct lfs *fs = userdata;
 	bool excl = placement_exclusive(fs);
 
-	/* Splice out (read replies) but not in: splicing every request
-	 * from /dev/fuse through a pipe costs more than it saves for the
-	 * small requests that dominate (measured: untar 13 s vs 8 s). */
-	want(conn, FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
-	conn->want &= ~FUSE_CAP_SPLICE_READ;
+	/* Splice both ways.  Measured on 2 cores, interleaved: 512 MiB
+	 * dd+fsync 760-816 MB/s with splice-in vs 320-620 without; untar and
+	 * small-file metadata within noise of each other. */
+	want(conn, FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+		   FUSE_CAP_SPLICE_MOVE);
 	want(conn, FUSE_CAP_READDIRPLUS | FUSE_CAP_PARALLEL_DIROPS |
 		   FUSE_CAP_ASYNC_READ | FUSE_CAP_ATOMIC_O_TRUNC);
 	want(conn, FUSE_CAP_CACHE_SYMLINKS);
