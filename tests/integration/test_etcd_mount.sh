@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Daemon-level etcd tests (issue 5), against a real etcd started by
+# tests/etcd-harness.sh (which stops it by pid), TTL 3 s:
+#  (a) kill -9 of the holding daemon: a second mount with --wait acquires
+#      within TTL + 2 s with a higher epoch (reclaim time printed);
+#  (b) stale holder: daemon A SIGSTOPped past its TTL, mount B acquires and
+#      writes, A is SIGCONTed: every mutation through A is EROFS and the
+#      backing root holds only B's writes (times printed);
+#  (c) etcd SIGSTOPped: the holder turns EROFS within TTL + 1 s of the stop
+#      (time printed); after SIGCONT no write lands through that mount.
+# A stopped daemon's mount point is only ever touched through `timeout`;
+# cleanup continues and kills stopped daemons and etcd before unmounting.
+if [ -z "${LEASEFS_ETCD_ENDPOINTS:-}" ]; then
+	exec timeout -k 10 "${IT_TIMEOUT:-240}" \
+		"$(dirname "$0")/../etcd-harness.sh" bash "$0" "$@"
+fi
+. "$(dirname "$0")/lib.sh"
+
+TTL=3
+U="etcd://$LEASEFS_ETCD_ENDPOINTS/leasefs-it-mount-$$"
+STOPPED=()  # daemons we SIGSTOPped (SIGCONT + SIGKILL at exit)
+ETCD_STOPPED=
+
+cleanup_etcd() {
+	local rc=$? p
+	for p in "${STOPPED[@]}"; do
+		kill -CONT "$p" 2>/dev/null || true
+		kill -9 "$p" 2>/dev/null || true
+	done
+	[ -z "$ETCD_STOPPED" ] || kill -CONT "$ETCD_PID" 2>/dev/null || true
+	for p in "${STOPPED[@]}"; do wait_pid_gone "$p" 5 || true; done
+	(exit $rc)
+	cleanup
+}
+trap cleanup_etcd EXIT
+
+now_ms() { date +%s%3N; }
+unstop() { # PID: SIGCONT and forget it
+	local p=$1 i
+	kill -CONT "$p"
+	for i in "${!STOPPED[@]}"; do [ "${STOPPED[$i]}" != "$p" ] || unset "STOPPED[$i]"; done
+}
+# tstatus MNT KEY: status bounded (the daemon may have been stopped)
+tstatus() { timeout 5 "$LEASEFS" status "$1" --json | json_get "$2"; }
+state_is() { [ "$(tstatus "$1" state 2>/dev/null)" = "$2" ]; }
+etcd_healthy() { curl -s --max-time 1 "$ETCD_CLIENT_URL/health" | grep -q '"health":"true"'; }
+
+# ---------------------------------------------------------------- (a)
+R=$T/ra M1=$T/ma1 M2=$T/ma2
+mount_ws "$R" "$M1" --leases="$U" --ttl=$TTL
+case "$(status_of "$M1" backend)" in etcd*) ;; *) false ;; esac || fail "(a) backend is $(status_of "$M1" backend)"
+e1=$(status_of "$M1" epoch)
+echo first > "$M1/f"
+pid1=$DAEMON_PID
+kill -9 "$pid1"
+t0=$(now_ms)
+wait_pid_gone "$pid1" 10 || fail "(a) daemon survived kill -9"
+mount_ws "$R" "$M2" --leases="$U" --ttl=$TTL --wait=10
+t1=$(now_ms)
+e2=$(status_of "$M2" epoch)
+reclaim=$((t1 - t0))
+echo "(a) measured: reclaim after kill -9 = ${reclaim} ms (TTL ${TTL} s), epoch $e1 -> $e2"
+[ "$reclaim" -lt $(((TTL + 2) * 1000)) ] || fail "(a) reclaim took ${reclaim} ms >= TTL+2 s"
+[ "$e2" -gt "$e1" ] || fail "(a) epoch $e2 not above $e1"
+[ "$(status_of "$M2" state)" = held ] || fail "(a) second mount not held"
+echo second >> "$M2/f"
+[ "$(cat "$R/f")" = "$(printf 'first\nsecond')" ] || fail "(a) backing root: $(cat "$R/f")"
+timeout 15 "$LEASEFS" umount "$M2" || fail "(a) umount of the second mount failed"
+timeout 15 "$LEASEFS" umount "$M1" || fail "(a) umount of the dead mount failed"
+ok "(a) kill -9: reclaimed in ${reclaim} ms < $(((TTL + 2) * 1000)) ms, epoch $e1 -> $e2"
+
+# ---------------------------------------------------------------- (b)
+R=$T/rb MA=$T/mba MB=$T/mbb
+mount_ws "$R" "$MA" --leases="$U" --ttl=$TTL
+pa=$DAEMON_PID
+ea=$(status_of "$MA" epoch)
+echo a-before > "$MA/a"
+exec 3>>"$MA/a"   # opened for writing under the lease, written after loss
+STOPPED+=("$pa")
+kill -STOP "$pa"
+t0=$(now_ms)
+
+# B on this host.  The host lock on ROOT's (dev, ino) is an OFD lock held
+# by A, which only A itself drops on loss: a stopped A keeps it, so B may be
+# refused here although A's etcd lease has expired.  Reported, not fatal;
+# then B runs as "another host" (own mount namespace, own /run/leasefs).
+b_same_host=
+mkdir -p "$MB"
+if out=$(timeout 30 "$LEASEFS" mount --leases="$U" --ttl=$TTL --wait=$((TTL + 4)) \
+	"$R" "$MB" 2>&1); then
+	MOUNTS+=("$MB")
+	tb=$(now_ms)
+	PB=$(status_of "$MB" pid); PIDS+=("$PB")
+	b_same_host=1
+	bx() { timeout 10 "$@"; }
+else
+	rc=$?
+	tfail=$(now_ms)
+	echo "(b) NOTE: same-host mount B refused after $((tfail - t0)) ms (exit $rc): $out"
+	echo "(b) NOTE: the host lock of stopped daemon $pa is never dropped; B goes to another mount namespace"
+	nsout=$(timeout 30 unshare -m --propagation private bash -c '
+		mount -t tmpfs -o mode=0700 leasefs-run /run/leasefs || exit 98
+		"$1" mount --leases="$2" --ttl="$3" --wait=10 "$4" "$5" >/dev/null 2>&1 || exit $?
+		"$1" status "$5" --json' _ "$LEASEFS" "$U" $TTL "$R" "$MB") ||
+		fail "(b) mount B (own namespace) failed: exit $?"
+	tb=$(now_ms)
+	PB=$(echo "$nsout" | json_get pid); PIDS+=("$PB")
+	bx() { timeout 10 nsenter -t "$PB" -m -- "$@"; }
+fi
+eb=$(bx "$LEASEFS" status "$MB" --json | json_get epoch)
+echo "(b) measured: B acquired $((tb - t0)) ms after SIGSTOP of A (TTL ${TTL} s), epoch $ea -> $eb${b_same_host:+ (same host)}"
+[ "$eb" -gt "$ea" ] || fail "(b) B's epoch $eb not above A's $ea"
+bx sh -c "echo b-wrote > '$MB/a' && echo b-new > '$MB/b' && mkdir '$MB/bdir'" ||
+	fail "(b) B cannot write"
+
+unstop "$pa"
+tc=$(now_ms)
+# A is running again: every mutation must be EROFS at once.
+expect_erofs timeout 5 bash -c 'echo a-late >&3' # write on a fd opened under the lease
+exec 3>&-
+expect_erofs timeout 5 bash -c "echo a-late >> '$MA/a'"   # write (open for writing)
+expect_erofs timeout 5 bash -c "echo a-late > '$MA/newfile'" # create
+expect_erofs timeout 5 mkdir "$MA/adir"
+expect_erofs timeout 5 mv "$MA/a" "$MA/a-renamed"
+expect_erofs timeout 5 rm "$MA/a"
+expect_erofs timeout 5 rm -r "$MA/bdir"
+terofs=$(now_ms)
+wait_until 10 state_is "$MA" lost || fail "(b) A's status never turned lost: $(tstatus "$MA" state)"
+tlost=$(now_ms)
+echo "(b) measured: all mutations EROFS within $((terofs - tc)) ms of SIGCONT; status 'lost' after $((tlost - tc)) ms"
+# The backing root holds only B's writes.
+[ "$(cat "$R/a")" = b-wrote ] || fail "(b) $R/a: $(cat "$R/a")"
+[ "$(cat "$R/b")" = b-new ] || fail "(b) $R/b: $(cat "$R/b")"
+[ -d "$R/bdir" ] || fail "(b) B's directory gone"
+listing=$(cd "$R" && ls -A | tr '\n' ' ')
+[ "$listing" = "a b bdir " ] || fail "(b) backing root holds: $listing"
+# ...and B still holds and writes.
+bx sh -c "echo b-after >> '$MB/a'" || fail "(b) B cannot write after A resumed"
+[ "$(cat "$R/a")" = "$(printf 'b-wrote\nb-after')" ] || fail "(b) $R/a: $(cat "$R/a")"
+bx "$LEASEFS" umount "$MB" || fail "(b) umount B failed"
+timeout 15 "$LEASEFS" umount "$MA" || fail "(b) umount A failed"
+wait_pid_gone "$pa" 10 || fail "(b) A did not exit"
+ok "(b) stale holder: every mutation EROFS, backing root holds only B's writes"
+
+# ---------------------------------------------------------------- (c)
+R=$T/rc MC=$T/mc
+mount_ws "$R" "$MC" --leases="$U" --ttl=$TTL
+ec=$(status_of "$MC" epoch)
+echo c-before > "$MC/f"
+ETCD_STOPPED=1
+kill -STOP "$ETCD_PID"
+t0=$(now_ms)
+n=0 out=
+deadline=$((t0 + (TTL + 5) * 1000))
+while :; do
+	if out=$(timeout 5 bash -c "echo c-$n >> '$MC/f'" 2>&1); then
+		n=$((n + 1))
+	else
+		break
+	fi
+	[ "$(now_ms)" -lt "$deadline" ] || fail "(c) still writable $((TTL + 5)) s after etcd stopped"
+	sleep 0.02
+done
+t1=$(now_ms)
+case "$out" in *"Read-only file system"*) ;; *) fail "(c) want EROFS, got: $out" ;; esac
+fence=$((t1 - t0))
+echo "(c) measured: EROFS ${fence} ms after SIGSTOP of etcd (TTL ${TTL} s); $n writes succeeded before; state now $(tstatus "$MC" state)"
+[ "$fence" -lt $(((TTL + 1) * 1000)) ] || fail "(c) fenced after ${fence} ms >= TTL+1 s"
+snapshot=$(cat "$R/f")
+[ "$(echo "$snapshot" | wc -l)" -eq $((n + 1)) ] || fail "(c) backing file has $(echo "$snapshot" | wc -l) lines, want $((n + 1))"
+kill -CONT "$ETCD_PID"
+ETCD_STOPPED=
+tc=$(now_ms)
+wait_until 15 etcd_healthy || fail "(c) etcd not healthy after SIGCONT"
+th=$(now_ms)
+wait_until 15 state_is "$MC" lost || fail "(c) status never turned lost: $(tstatus "$MC" state)"
+tl=$(now_ms)
+echo "(c) measured: etcd healthy $((th - tc)) ms after SIGCONT, mount 'lost' after $((tl - tc)) ms"
+# Through at least two keepalive periods (TTL/3) after etcd answers again:
+# no write lands through the stale mount.
+end=$(($(now_ms) + 2 * TTL * 1000 / 3 + 500))
+tries=0
+while [ "$(now_ms)" -lt "$end" ]; do
+	expect_erofs timeout 5 bash -c "echo c-late >> '$MC/f'"
+	expect_erofs timeout 5 bash -c "echo c-late > '$MC/g'"
+	tries=$((tries + 1))
+	sleep 0.05
+done
+expect_erofs timeout 5 mkdir "$MC/d"
+expect_erofs timeout 5 rm "$MC/f"
+[ "$(cat "$R/f")" = "$snapshot" ] || fail "(c) a write landed after the fence"
+[ "$(cd "$R" && ls -A)" = f ] || fail "(c) backing root holds: $(cd "$R" && ls -A)"
+[ "$(tstatus "$MC" epoch)" = "$ec" ] || fail "(c) epoch changed"
+echo "(c) measured: $tries write attempts after etcd resumed, all EROFS"
+timeout 15 "$LEASEFS" umount "$MC" || fail "(c) umount failed"
+ok "(c) etcd stopped: EROFS after ${fence} ms < $(((TTL + 1) * 1000)) ms; no write after SIGCONT"
+echo PASS
