@@ -25,13 +25,14 @@ ETCD_STOPPED=
 
 cleanup_etcd() {
 	local rc=$? p
+	set +e  # cleanup must run to the end
 	for p in "${STOPPED[@]}"; do
 		kill -CONT "$p" 2>/dev/null || true
 		kill -9 "$p" 2>/dev/null || true
 	done
 	[ -z "$ETCD_STOPPED" ] || kill -CONT "$ETCD_PID" 2>/dev/null || true
 	for p in "${STOPPED[@]}"; do wait_pid_gone "$p" 5 || true; done
-	(exit $rc)
+	(exit $rc)  # lib.sh's cleanup exits with the status it finds in $?
 	cleanup
 }
 trap cleanup_etcd EXIT
