@@ -326,7 +326,14 @@ static int after_acquire(void *ud, const char *root, struct lease_err *err)
 	char name[LEASE_NAME_MAX + 1];
 	int r;
 
-	if (d->opts->placement != COORD_EXCLUSIVE)
+	/*
+	 * Only the file backend gets the host lock.  A distributed store is
+	 * the authority across hosts, and its holder may be fenced by TTL
+	 * while still alive (paused): an OFD lock cannot be broken, so it
+	 * would keep a legitimate successor out.
+	 */
+	if (d->opts->placement != COORD_EXCLUSIVE ||
+	    strcmp(lease_store_scheme(d->store), "file") != 0)
 		return 0;
 	r = lease_root_name(root, name, sizeof(name));
 	if (r < 0)
