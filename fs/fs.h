@@ -40,10 +40,9 @@ int lfs_new(const struct lfs_config *cfg, struct fuse_args *args,
 struct fuse_session *lfs_session(struct lfs *fs);
 /* Mount on `mountpoint`; 0 or -errno. */
 int lfs_mount(struct lfs *fs, const char *mountpoint);
-/* Serve until unmounted or lfs_stop(); multithreaded; 0 or -errno. */
+/* Serve until unmounted (lfs_unmount() from another thread, or an
+ * external fusermount3 -u); multithreaded; 0 or -errno. */
 int lfs_run(struct lfs *fs);
-/* Ask lfs_run() to return (async-signal-unsafe; call from a thread). */
-void lfs_stop(struct lfs *fs);
 void lfs_unmount(struct lfs *fs);
 void lfs_free(struct lfs *fs);
 

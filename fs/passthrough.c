@@ -1564,22 +1564,11 @@ int lfs_run(struct lfs *fs)
 	return res < 0 ? res : 0;
 }
 
-/* Workers check the exit flag after each request; the statfs makes one
- * of them return, which ends the loop. */
-void lfs_stop(struct lfs *fs)
-{
-	struct statvfs sv;
-
-	fuse_session_exit(fs->se);
-	if (fs->mountpoint)
-		statvfs(fs->mountpoint, &sv);
-}
-
 int lfs_remount_readonly(struct lfs *fs)
 {
 	if (!fs->mountpoint)
 		return -EINVAL;
-	if (mount(NULL, fs->mountpoint, NULL, MS_REMOUNT | MS_RDONLY, NULL) < 0)
+	if (mount(NULL, fs->mountpoint, "fuse", MS_REMOUNT | MS_RDONLY, NULL) < 0)
 		return neg_errno();
 	return 0;
 }
