@@ -53,144 +53,64 @@ static bool admit(fuse_req_t req)
 	return false;
 }
 
-static void g_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-		    size_t size, off_t off, struct fuse_file_info *fi)
-{
-	if (!admit(req))
-		return;
-	inner.write(req, ino, buf, size, off, fi);
-	lfs_gate_exit();
-}
+/*
+ * A gated entry: admission, the original op (which replies), exit.
+ * `params` is the op's parameter list, `args` the same names as a call.
+ */
+#define GATED(op, params, args)                 \
+	static void g_##op params               \
+	{                                       \
+		if (!admit(req))                \
+			return;                 \
+		inner.op args;                  \
+		lfs_gate_exit();                \
+	}
 
-static void g_write_buf(fuse_req_t req, fuse_ino_t ino,
-			struct fuse_bufvec *bufv, off_t off,
-			struct fuse_file_info *fi)
-{
-	if (!admit(req))
-		return;
-	inner.write_buf(req, ino, bufv, off, fi);
-	lfs_gate_exit();
-}
-
-static void g_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode, struct fuse_file_info *fi)
-{
-	if (!admit(req))
-		return;
-	inner.create(req, parent, name, mode, fi);
-	lfs_gate_exit();
-}
-
-static void g_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-		    mode_t mode, dev_t rdev)
-{
-	if (!admit(req))
-		return;
-	inner.mknod(req, parent, name, mode, rdev);
-	lfs_gate_exit();
-}
-
-static void g_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-		    mode_t mode)
-{
-	if (!admit(req))
-		return;
-	inner.mkdir(req, parent, name, mode);
-	lfs_gate_exit();
-}
-
-static void g_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-		      const char *name)
-{
-	if (!admit(req))
-		return;
-	inner.symlink(req, link, parent, name);
-	lfs_gate_exit();
-}
-
-static void g_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-		   const char *newname)
-{
-	if (!admit(req))
-		return;
-	inner.link(req, ino, newparent, newname);
-	lfs_gate_exit();
-}
-
-static void g_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	if (!admit(req))
-		return;
-	inner.unlink(req, parent, name);
-	lfs_gate_exit();
-}
-
-static void g_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	if (!admit(req))
-		return;
-	inner.rmdir(req, parent, name);
-	lfs_gate_exit();
-}
-
-static void g_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     fuse_ino_t newparent, const char *newname,
-		     unsigned int flags)
-{
-	if (!admit(req))
-		return;
-	inner.rename(req, parent, name, newparent, newname, flags);
-	lfs_gate_exit();
-}
-
-static void g_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		      int to_set, struct fuse_file_info *fi)
-{
-	if (!admit(req))
-		return;
-	inner.setattr(req, ino, attr, to_set, fi);
-	lfs_gate_exit();
-}
-
-static void g_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-		       const char *value, size_t size, int flags)
-{
-	if (!admit(req))
-		return;
-	inner.setxattr(req, ino, name, value, size, flags);
-	lfs_gate_exit();
-}
-
-static void g_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
-{
-	if (!admit(req))
-		return;
-	inner.removexattr(req, ino, name);
-	lfs_gate_exit();
-}
-
-static void g_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
-			off_t offset, off_t length, struct fuse_file_info *fi)
-{
-	if (!admit(req))
-		return;
-	inner.fallocate(req, ino, mode, offset, length, fi);
-	lfs_gate_exit();
-}
-
+GATED(write, (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+	      off_t off, struct fuse_file_info *fi),
+      (req, ino, buf, size, off, fi))
+GATED(write_buf, (fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
+		  off_t off, struct fuse_file_info *fi),
+      (req, ino, bufv, off, fi))
+GATED(create, (fuse_req_t req, fuse_ino_t parent, const char *name,
+	       mode_t mode, struct fuse_file_info *fi),
+      (req, parent, name, mode, fi))
+GATED(mknod, (fuse_req_t req, fuse_ino_t parent, const char *name,
+	      mode_t mode, dev_t rdev),
+      (req, parent, name, mode, rdev))
+GATED(mkdir, (fuse_req_t req, fuse_ino_t parent, const char *name,
+	      mode_t mode),
+      (req, parent, name, mode))
+GATED(symlink, (fuse_req_t req, const char *link, fuse_ino_t parent,
+		const char *name),
+      (req, link, parent, name))
+GATED(link, (fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+	     const char *newname),
+      (req, ino, newparent, newname))
+GATED(unlink, (fuse_req_t req, fuse_ino_t parent, const char *name),
+      (req, parent, name))
+GATED(rmdir, (fuse_req_t req, fuse_ino_t parent, const char *name),
+      (req, parent, name))
+GATED(rename, (fuse_req_t req, fuse_ino_t parent, const char *name,
+	       fuse_ino_t newparent, const char *newname, unsigned int flags),
+      (req, parent, name, newparent, newname, flags))
+GATED(setattr, (fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		int to_set, struct fuse_file_info *fi),
+      (req, ino, attr, to_set, fi))
+GATED(setxattr, (fuse_req_t req, fuse_ino_t ino, const char *name,
+		 const char *value, size_t size, int flags),
+      (req, ino, name, value, size, flags))
+GATED(removexattr, (fuse_req_t req, fuse_ino_t ino, const char *name),
+      (req, ino, name))
+GATED(fallocate, (fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+		  off_t length, struct fuse_file_info *fi),
+      (req, ino, mode, offset, length, fi))
 /* The destination is written: gated as a whole. */
-static void g_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
-			      off_t off_in, struct fuse_file_info *fi_in,
-			      fuse_ino_t ino_out, off_t off_out,
-			      struct fuse_file_info *fi_out, size_t len,
-			      int flags)
-{
-	if (!admit(req))
-		return;
-	inner.copy_file_range(req, ino_in, off_in, fi_in, ino_out, off_out,
-			      fi_out, len, flags);
-	lfs_gate_exit();
-}
+GATED(copy_file_range, (fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			struct fuse_file_info *fi_in, fuse_ino_t ino_out,
+			off_t off_out, struct fuse_file_info *fi_out,
+			size_t len, int flags),
+      (req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len, flags))
 
 /* Only opens that can write (write access or O_TRUNC) are gated. */
 static void g_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -208,29 +128,29 @@ static void g_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	lfs_gate_exit();
 }
 
-#define GATE(field, wrapper)                   \
+#define GATE(field)                            \
 	do {                                   \
 		if (ops->field)                \
-			ops->field = wrapper;  \
+			ops->field = g_##field; \
 	} while (0)
 
 void lfs_gate_ops(struct fuse_lowlevel_ops *ops)
 {
 	inner = *ops;
-	GATE(write, g_write);
-	GATE(write_buf, g_write_buf);
-	GATE(create, g_create);
-	GATE(mknod, g_mknod);
-	GATE(mkdir, g_mkdir);
-	GATE(symlink, g_symlink);
-	GATE(link, g_link);
-	GATE(unlink, g_unlink);
-	GATE(rmdir, g_rmdir);
-	GATE(rename, g_rename);
-	GATE(setattr, g_setattr);
-	GATE(setxattr, g_setxattr);
-	GATE(removexattr, g_removexattr);
-	GATE(fallocate, g_fallocate);
-	GATE(copy_file_range, g_copy_file_range);
-	GATE(open, g_open);
+	GATE(write);
+	GATE(write_buf);
+	GATE(create);
+	GATE(mknod);
+	GATE(mkdir);
+	GATE(symlink);
+	GATE(link);
+	GATE(unlink);
+	GATE(rmdir);
+	GATE(rename);
+	GATE(setattr);
+	GATE(setxattr);
+	GATE(removexattr);
+	GATE(fallocate);
+	GATE(copy_file_range);
+	GATE(open);
 }
