@@ -464,8 +464,6 @@ static void test_mem_force_loss(void **state)
 	struct ctx *c = *state;
 	char name[128];
 
-	if (strcmp(backend, "mem") != 0)
-		skip();
 	struct lease *l = must_acquire(c->store, mkname(name, sizeof(name), "force"), 0);
 	uint64_t e = lease_epoch(l);
 
@@ -500,8 +498,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_bad_name, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_show_list, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list_stops, setup, teardown),
+		/* last: the mem backend's test hook, registered for mem only */
 		cmocka_unit_test_setup_teardown(test_mem_force_loss, setup, teardown),
 	};
+	size_t n = sizeof(tests) / sizeof(tests[0]);
 	char group[64];
 
 	if (argc > 1)
@@ -510,6 +510,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s mem|file|etcd\n", argv[0]);
 		return 2;
 	}
+	if (strcmp(backend, "mem") != 0)
+		n--;
 	snprintf(group, sizeof(group), "contract-%s", backend);
-	return cmocka_run_group_tests_name(group, tests, NULL, NULL);
+	return _cmocka_run_group_tests(group, tests, n, NULL, NULL);
 }
