@@ -90,6 +90,7 @@ struct mount_opts {
 	bool foreground;
 	bool debug;
 	const char *root;
+	const char *mnt_arg;   /* MOUNTPOINT as given */
 	char mountpoint[PATH_MAX];
 	char canon_root[PATH_MAX];
 };
@@ -253,6 +254,7 @@ static int check_lease_dir(const struct mount_opts *o, struct lease_err *err)
 	return 0;
 }
 
+/* The command line's syntax: options and the two operands. */
 static int parse_mount(int argc, char **argv, struct mount_opts *o,
 		       struct lease_err *err)
 {
@@ -271,7 +273,16 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o,
 	if (argc - optind != 2)
 		return usage_error(err, "%s", "mount needs ROOT and MOUNTPOINT");
 	o->root = argv[optind];
-	r = resolve_paths(o, argv[optind + 1], err);
+	o->mnt_arg = argv[optind + 1];
+	return 0;
+}
+
+/* What the operands name: refusals here are about the paths, not the
+ * syntax, so they come without the usage text. */
+static int check_operands(struct mount_opts *o, struct lease_err *err)
+{
+	int r = resolve_paths(o, o->mnt_arg, err);
+
 	return r < 0 ? r : check_lease_dir(o, err);
 }
 
@@ -685,6 +696,12 @@ static int cmd_mount(int argc, char **argv)
 		fprintf(stderr, "leasefs: %s\n", err.msg);
 		if (err.kind == LEASE_E_USAGE)
 			fputs(usage_text, stderr);
+		free(o.fuse_opts);
+		return exit_code(r, &err);
+	}
+	r = check_operands(&o, &err);
+	if (r < 0) {
+		fprintf(stderr, "leasefs: %s\n", err.msg);
 		free(o.fuse_opts);
 		return exit_code(r, &err);
 	}

@@ -9,19 +9,31 @@ R=$T/root M=$T/mnt
 mkdir -p "$R" "$M" "$T/m2"
 MOUNTS+=("$M" "$T/m2")
 
-# expect_exit CODE CMD...: CMD exits with CODE and says why on stderr.
+# expect_exit CODE CMD...: CMD exits with CODE and says why on stderr (kept in OUT).
 expect_exit() {
-	local want=$1 rc=0 out; shift
-	out=$(timeout 30 "$@" 2>&1) || rc=$?
-	[ $rc -eq "$want" ] || fail "exit $rc, want $want: $* ($out)"
-	[ -n "$out" ] || fail "no message from: $*"
-	ok "exit $want: $* -> $(head -n1 <<<"$out")"
+	local want=$1 rc=0; shift
+	OUT=$(timeout 30 "$@" 2>&1) || rc=$?
+	[ $rc -eq "$want" ] || fail "exit $rc, want $want: $* ($OUT)"
+	[ -n "$OUT" ] || fail "no message from: $*"
+	ok "exit $want: $* -> $(head -n1 <<<"$OUT")"
+}
+
+# A syntax error shows the usage; a refused operand names the path and does not.
+expect_usage() { grep -q '^usage: ' <<<"$OUT" || fail "no usage text for a syntax error: $OUT"; }
+expect_names() {
+	grep -qF -- "$1" <<<"$OUT" || fail "message does not name $1: $OUT"
+	grep -q '^usage: ' <<<"$OUT" && fail "usage text for a refused operand: $OUT"
+	true
 }
 
 # --- refused before anything is touched -------------------------------
 expect_exit 64 "$LEASEFS"
 expect_exit 64 "$LEASEFS" mount "$R"
+expect_usage
 expect_exit 64 "$LEASEFS" mount --placement=bogus "$R" "$M"
+expect_usage
+expect_exit 64 "$LEASEFS" mount "$T/no-such-root" "$M"
+expect_names "$T/no-such-root"
 expect_exit 64 "$LEASEFS" mount --session=NOT-A-UUID "$R" "$M"
 expect_exit 64 "$LEASEFS" mount --wait=-1 "$R" "$M"
 expect_exit 64 "$LEASEFS" mount --leases=bogus: "$R" "$M"
@@ -30,6 +42,7 @@ mkdir "$R/inner"
 expect_exit 64 "$LEASEFS" mount "$R" "$R/inner"
 rmdir "$R/inner"
 expect_exit 64 "$LEASEFS" mount "$R" "$R"
+expect_names "$(realpath "$R")"
 expect_exit 64 "$LEASEFS" lease frobnicate
 expect_exit 64 "$LEASEFS" lease show 'Bad//Name'
 expect_exit 1 "$LEASEFS" status "$M"
