@@ -190,6 +190,17 @@ static int count_held(const struct lease_info *info, void *ud)
 	return 0;
 }
 
+/* The store holds exactly one lease: this coordinator's session lease. */
+static void assert_only_session_held(struct fx *f)
+{
+	struct lease_err err = { 0 };
+	struct held_count h = { 0 };
+
+	assert_int_equal(lease_list(f->store, count_held, &h, &err), 0);
+	assert_int_equal(h.held, 1);
+	assert_string_equal(h.last, "sessions/" SESSION_UUID);
+}
+
 /* ---- open ------------------------------------------------------------ */
 
 static void test_exclusive_holds_both(void **state)
@@ -599,8 +610,6 @@ static void test_free_without_shutdown_is_orderly(void **state)
 static void test_session_placement(void **state)
 {
 	struct fx *f = *state;
-	struct lease_err err = { 0 };
-	struct held_count h = { 0 };
 	char want[PATH_MAX + 64];
 	struct coord *c;
 	struct stat st;
@@ -614,9 +623,7 @@ static void test_session_placement(void **state)
 	assert_int_equal(st.st_mode & 07777, 0700);
 	assert_string_equal(coord_root_lease_name(c), "");
 	assert_int_equal(coord_root_epoch(c), 0);
-	assert_int_equal(lease_list(f->store, count_held, &h, &err), 0);
-	assert_int_equal(h.held, 1);
-	assert_string_equal(h.last, "sessions/" SESSION_UUID);
+	assert_only_session_held(f);
 	assert_int_equal(coord_healthy(c), 0);
 
 	/* losing the session lease latches loss here */
@@ -651,17 +658,13 @@ static void test_session_placement_not_a_dir(void **state)
 static void test_shared_placement(void **state)
 {
 	struct fx *f = *state;
-	struct lease_err err = { 0 };
-	struct held_count h = { 0 };
 	struct coord *c;
 
 	f->cfg.placement = COORD_SHARED;
 	c = fx_open(f);
 	assert_string_equal(coord_root(c), f->canon);
 	assert_string_equal(coord_root_lease_name(c), "");
-	assert_int_equal(lease_list(f->store, count_held, &h, &err), 0);
-	assert_int_equal(h.held, 1);
-	assert_string_equal(h.last, "sessions/" SESSION_UUID);
+	assert_only_session_held(f);
 	assert_int_equal(coord_healthy(c), 0);
 	assert_int_equal(lease_mem_force_loss(f->store, "sessions/" SESSION_UUID,
 					      LEASE_LOSS_TAKEOVER), 0);
