@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Control socket: a unix socket per mount point under
- * LEASEFS_RUN_DIR/ctl, never inside the workspace.  One request line per
- * connection: "status" -> one JSON object; "umount" -> "ok", then the
- * connection stays open until the daemon has torn down, so a client can
- * wait for the end by reading to EOF.
+ * LEASEFS_RUN_DIR/ctl (0700, root's), never inside the workspace.  One
+ * request line per connection: "status" -> one JSON object; "umount" ->
+ * "ok", then the connection stays open until the daemon has torn down, so a
+ * client can wait for the end by reading to EOF.
+ *
+ * One thread serves up to MAX_CLIENTS connections at once, each bounded by
+ * CLIENT_TIMEOUT_MS to send its line; a slow or silent client delays no
+ * other, and a client that hangs up never raises SIGPIPE (MSG_NOSIGNAL).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,6 +27,8 @@
 
 #define CTL_DIR LEASEFS_RUN_DIR "/ctl"
 #define MAX_WAITERS 16
+#define MAX_CLIENTS 32
+#define CLIENT_TIMEOUT_MS 2000
 
 struct control {
 	struct daemon_info info;
@@ -33,6 +39,12 @@ struct control {
 	/* Owned by the control thread alone until it is joined. */
 	int waiters[MAX_WAITERS];
 	int nwaiters;
+	struct client {
+		int fd;            /* -1: free slot */
+		int64_t deadline;  /* to send the request line */
+		size_t len;
+		char line[64];
+	} clients[MAX_CLIENTS];
 };
 
 int control_path(const char *mountpoint, char *out, size_t outsz)
@@ -104,7 +116,7 @@ static void reply(int fd, const char *s)
 	size_t n = strlen(s);
 
 	while (n > 0) {
-		ssize_t w = write(fd, s, n);
+		ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
 
 		if (w <= 0)
 			return;
@@ -113,20 +125,13 @@ static void reply(int fd, const char *s)
 	}
 }
 
-/* Serve one connection; true if the fd was kept (umount waiter). */
-static bool serve(struct control *ctl, int fd)
+/* Answer one request line; true if the fd was kept (umount waiter). */
+static bool serve(struct control *ctl, int fd, char *line)
 {
-	struct timeval tv = { .tv_sec = 2 };
-	char line[64] = { 0 };
 	char *buf = NULL;
 	size_t len = 0;
-	ssize_t n;
 	FILE *f;
 
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	n = read(fd, line, sizeof(line) - 1);
-	if (n <= 0)
-		return false;
 	line[strcspn(line, "\r\n")] = '\0';
 	if (strcmp(line, "status") == 0) {
 		f = open_memstream(&buf, &len);
@@ -153,36 +158,143 @@ static bool serve(struct control *ctl, int fd)
 	return false;
 }
 
+static void client_close(struct client *c)
+{
+	close(c->fd);
+	c->fd = -1;
+}
+
+/* Read what the client sent; serve it once the line is complete. */
+static void client_read(struct control *ctl, struct client *c)
+{
+	ssize_t n = recv(c->fd, c->line + c->len, sizeof(c->line) - 1 - c->len,
+			 MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		client_close(c);
+		return;
+	}
+	c->len += (size_t)n;
+	c->line[c->len] = '\0';
+	if (!strchr(c->line, '\n') && c->len < sizeof(c->line) - 1)
+		return;
+	if (serve(ctl, c->fd, c->line))
+		c->fd = -1; /* kept as an umount waiter */
+	else
+		client_close(c);
+}
+
+/* A free slot for a new connection: the oldest client gives way if none. */
+static struct client *client_slot(struct control *ctl)
+{
+	struct client *oldest = &ctl->clients[0];
+
+	for (int i = 0; i < MAX_CLIENTS; i++) {
+		if (ctl->clients[i].fd < 0)
+			return &ctl->clients[i];
+		if (ctl->clients[i].deadline < oldest->deadline)
+			oldest = &ctl->clients[i];
+	}
+	client_close(oldest);
+	return oldest;
+}
+
+static void client_accept(struct control *ctl)
+{
+	int fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	struct client *c;
+
+	if (fd < 0)
+		return;
+	c = client_slot(ctl);
+	c->fd = fd;
+	c->len = 0;
+	c->deadline = lease_deadline_ms(CLIENT_TIMEOUT_MS);
+}
+
+/* Close clients past their deadline; the poll timeout to the next one. */
+static int clients_expire(struct control *ctl)
+{
+	int64_t now = lease_now_ns(), next = -1;
+
+	for (int i = 0; i < MAX_CLIENTS; i++) {
+		struct client *c = &ctl->clients[i];
+
+		if (c->fd < 0)
+			continue;
+		if (c->deadline <= now)
+			client_close(c);
+		else if (next < 0 || c->deadline < next)
+			next = c->deadline;
+	}
+	return next < 0 ? -1 : (int)((next - now) / 1000000 + 1);
+}
+
 static void *control_thread(void *p)
 {
 	struct control *ctl = p;
-	struct pollfd pfd[2] = {
-		{ .fd = ctl->listen_fd, .events = POLLIN },
-		{ .fd = ctl->stop_fd, .events = POLLIN },
-	};
+	struct pollfd pfd[2 + MAX_CLIENTS];
 
 	for (;;) {
-		if (poll(pfd, 2, -1) < 0) {
+		int timeout = clients_expire(ctl), n = 2;
+
+		pfd[0] = (struct pollfd){ .fd = ctl->listen_fd, .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = ctl->stop_fd, .events = POLLIN };
+		for (int i = 0; i < MAX_CLIENTS; i++)
+			pfd[n++] = (struct pollfd){ .fd = ctl->clients[i].fd,
+						    .events = POLLIN };
+		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
 		if (pfd[1].revents)
 			break;
-		if (pfd[0].revents & POLLIN) {
-			int fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-
-			if (fd >= 0 && !serve(ctl, fd))
-				close(fd);
-		}
+		for (int i = 0; i < MAX_CLIENTS; i++)
+			if (ctl->clients[i].fd >= 0 && pfd[2 + i].revents)
+				client_read(ctl, &ctl->clients[i]);
+		if (pfd[0].revents & POLLIN)
+			client_accept(ctl);
 	}
+	for (int i = 0; i < MAX_CLIENTS; i++)
+		if (ctl->clients[i].fd >= 0)
+			client_close(&ctl->clients[i]);
 	return NULL;
+}
+
+static int connect_path(const char *path);
+
+/* Whether a daemon answers on the socket at path. */
+static bool socket_live(const char *path)
+{
+	int fd = connect_path(path);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+/* Bind to sa's path; a socket there that no daemon answers is a crashed
+ * daemon's and is replaced, a live one is never taken over. */
+static int bind_socket(int fd, const struct sockaddr_un *sa)
+{
+	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
+		return 0;
+	if (errno != EADDRINUSE)
+		return -errno;
+	if (socket_live(sa->sun_path))
+		return -EADDRINUSE;
+	unlink(sa->sun_path);
+	return bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ? 0 : -errno;
 }
 
 static int listen_on(struct control *ctl)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd;
+	int fd, r;
 
 	if ((mkdir(LEASEFS_RUN_DIR, 0700) < 0 && errno != EEXIST) ||
 	    (mkdir(CTL_DIR, 0700) < 0 && errno != EEXIST))
@@ -191,11 +303,10 @@ static int listen_on(struct control *ctl)
 	if (fd < 0)
 		return -errno;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ctl->path);
-	unlink(ctl->path); /* a crashed daemon's socket */
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(ctl->path, 0600) < 0 || listen(fd, 8) < 0) {
-		int r = -errno;
-
+	r = bind_socket(fd, &sa);
+	if (r < 0 || chmod(ctl->path, 0600) < 0 || listen(fd, 64) < 0) {
+		if (r == 0)
+			r = -errno;
 		close(fd);
 		return r;
 	}
@@ -212,6 +323,8 @@ int control_start(const struct daemon_info *info, struct control **out)
 		return -ENOMEM;
 	ctl->info = *info;
 	ctl->listen_fd = -1;
+	for (int i = 0; i < MAX_CLIENTS; i++)
+		ctl->clients[i].fd = -1;
 	ctl->stop_fd = eventfd(0, EFD_CLOEXEC);
 	r = ctl->stop_fd < 0 ? -errno
 			     : control_path(info->mountpoint, ctl->path,
@@ -254,14 +367,14 @@ void control_stop(struct control *ctl)
 	free(ctl);
 }
 
-static int connect_ctl(const char *mountpoint)
+static int connect_path(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd, r;
 
-	r = control_path(mountpoint, sa.sun_path, sizeof(sa.sun_path));
-	if (r < 0)
-		return r;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -271,6 +384,14 @@ static int connect_ctl(const char *mountpoint)
 		return r;
 	}
 	return fd;
+}
+
+static int connect_ctl(const char *mountpoint)
+{
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int r = control_path(mountpoint, path, sizeof(path));
+
+	return r < 0 ? r : connect_path(path);
 }
 
 /* Read until EOF or timeout; bytes read or -errno. */
@@ -312,7 +433,7 @@ static int send_cmd(const char *mountpoint, const char *cmd, char *buf,
 	char line[64];
 	int len = snprintf(line, sizeof(line), "%s\n", cmd);
 
-	if (write(fd, line, (size_t)len) != len) {
+	if (send(fd, line, (size_t)len, MSG_NOSIGNAL) != len) {
 		n = -errno;
 		goto out;
 	}

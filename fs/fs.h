@@ -24,6 +24,7 @@ struct lfs_config {
 	enum coord_placement placement;
 	double entry_timeout;      /* seconds; long in exclusive, short in shared */
 	double attr_timeout;
+	bool keep_cache;           /* page cache and listings kept across opens */
 	unsigned max_threads;      /* 0 = default */
 	bool debug;
 };
@@ -63,5 +64,14 @@ void lfs_gate_exit(void);
  * lfs_mount().
  */
 int lfs_remount_readonly(struct lfs *fs);
+
+/*
+ * After lease loss: the root now belongs to someone else, so stop trusting
+ * the kernel's caches.  Short timeouts from here on, no page cache kept
+ * across opens, and every cached inode's pages and attributes dropped now
+ * (bytes written to a shared mapping after loss never reached ROOT and
+ * must not be served to readers).  Call from a non-FUSE thread.
+ */
+void lfs_after_loss(struct lfs *fs);
 
 #endif

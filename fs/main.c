@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/signalfd.h>
@@ -42,6 +43,8 @@ enum {
 };
 
 #define DRAIN_TIMEOUT_MS 10000
+#define RO_RETRY_MIN_MS 50
+#define RO_RETRY_MAX_MS 2000
 #define UMOUNT_TIMEOUT_MS 30000
 
 static const char usage_text[] =
@@ -104,16 +107,68 @@ static int parse_seconds(const char *s, double *out)
 	return errno || end == s || *end || *out < 0 || *out > 1e6 ? -EINVAL : 0;
 }
 
-static int add_fuse_opt(struct mount_opts *o, const char *opt)
-{
-	char *joined;
+/*
+ * FUSE options a user may pass.  Everything else is refused: leasefs sets
+ * fsname, subtype, allow_other and default_permissions itself, and the
+ * mount is always nosuid and nodev (a root daemon serving other users must
+ * not let a file in ROOT become a setuid program or a device).  "suid" and
+ * "dev", which mount(8) adds from fstab's "defaults", are ignored.
+ */
+static const char *const allowed_fuse_opts[] = {
+	"ro", "rw", "exec", "noexec", "nosuid", "nodev", "sync", "async",
+	"dirsync", "atime", "noatime", "diratime", "nodiratime", "relatime",
+	"norelatime", "strictatime", "nostrictatime", "lazytime", "nolazytime",
+	"allow_other", "default_permissions", NULL,
+};
+static const char *const ignored_fuse_opts[] = {
+	"suid", "dev", "defaults", "auto", "noauto", "nofail", "_netdev",
+	"user", "nouser", "users", NULL,
+};
 
-	if (asprintf(&joined, "%s%s%s", o->fuse_opts ? o->fuse_opts : "",
-		     o->fuse_opts ? "," : "", opt) < 0)
-		return -ENOMEM;
-	free(o->fuse_opts);
-	o->fuse_opts = joined;
-	return 0;
+static bool in_list(const char *const *list, const char *opt)
+{
+	for (; *list; list++)
+		if (strcmp(*list, opt) == 0)
+			return true;
+	return false;
+}
+
+/* 1 to pass `opt` on, 0 to drop it, -EINVAL to refuse it. */
+static int fuse_opt_allowed(const char *opt)
+{
+	if (in_list(allowed_fuse_opts, opt) ||
+	    strncmp(opt, "max_read=", 9) == 0)
+		return 1;
+	if (in_list(ignored_fuse_opts, opt) || strncmp(opt, "x-", 2) == 0)
+		return 0;
+	return -EINVAL;
+}
+
+static int add_fuse_opt(struct mount_opts *o, const char *arg,
+			struct lease_err *err)
+{
+	char *copy = strdup(arg), *save = NULL, *joined;
+	int r = copy ? 0 : -ENOMEM;
+
+	for (char *opt = copy ? strtok_r(copy, ",", &save) : NULL; opt && !r;
+	     opt = strtok_r(NULL, ",", &save)) {
+		r = fuse_opt_allowed(opt);
+		if (r < 0) {
+			r = usage_error(err, "mount option '%s' is not allowed",
+					opt);
+			break;
+		}
+		if (r == 0)
+			continue;
+		r = asprintf(&joined, "%s%s%s", o->fuse_opts ? o->fuse_opts : "",
+			     o->fuse_opts ? "," : "", opt) < 0 ? -ENOMEM : 0;
+		if (!r) {
+			free(o->fuse_opts);
+			o->fuse_opts = joined;
+		}
+	}
+	free(copy);
+	return r;
 }
 
 enum { OPT_PLACEMENT = 256, OPT_LEASES, OPT_SESSION, OPT_WAIT, OPT_TTL,
@@ -154,7 +209,7 @@ static int parse_mount_opt(struct mount_opts *o, int c, struct lease_err *err)
 			return usage_error(err, "bad --ttl '%s' (expected seconds >= 1)",
 					   optarg);
 		return 0;
-	case 'o': return add_fuse_opt(o, optarg);
+	case 'o': return add_fuse_opt(o, optarg, err);
 	case 'f': o->foreground = true; return 0;
 	case 'd': o->debug = o->foreground = true; return 0;
 	default: return usage_error(err, "%s", "bad option");
@@ -194,9 +249,30 @@ static bool path_inside(const char *path, const char *dir)
 	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
 }
 
+/* Kernel pseudo filesystems: never a workspace. */
+static bool is_pseudo_fs(const char *path)
+{
+	static const unsigned long magic[] = {
+		PROC_SUPER_MAGIC, SYSFS_MAGIC, CGROUP_SUPER_MAGIC,
+		CGROUP2_SUPER_MAGIC, DEVPTS_SUPER_MAGIC, SECURITYFS_MAGIC,
+		DEBUGFS_MAGIC, TRACEFS_MAGIC, BPF_FS_MAGIC, 0x65735543 /* fusectl */,
+		0x62656570 /* configfs */, PSTOREFS_MAGIC, EFIVARFS_MAGIC, SELINUX_MAGIC,
+		BINFMTFS_MAGIC, NSFS_MAGIC,
+	};
+	struct statfs sf;
+
+	if (statfs(path, &sf) < 0)
+		return false;
+	for (size_t i = 0; i < sizeof(magic) / sizeof(magic[0]); i++)
+		if ((unsigned long)sf.f_type == magic[i])
+			return true;
+	return false;
+}
+
 static int resolve_paths(struct mount_opts *o, const char *mnt,
 			 struct lease_err *err)
 {
+	char buf[1024];
 	struct stat st;
 	int r;
 
@@ -217,6 +293,13 @@ static int resolve_paths(struct mount_opts *o, const char *mnt,
 	if (stat(o->canon_root, &st) < 0 || !S_ISDIR(st.st_mode))
 		return usage_error(err, "workspace root %s is not a directory",
 				   o->root);
+	if (is_pseudo_fs(o->canon_root))
+		return usage_error(err, "workspace root %s is on a kernel pseudo "
+				   "filesystem", o->canon_root);
+	if (control_request(o->mountpoint, "status", buf, sizeof(buf)) == 0)
+		return usage_error(err, "mount point %s is already served by a "
+				   "leasefs daemon; unmount it first",
+				   o->mountpoint);
 	if (path_inside(o->mountpoint, o->canon_root) ||
 	    path_inside(o->canon_root, o->mountpoint))
 		return usage_error(err, "mount point and workspace root %s "
@@ -272,6 +355,10 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o,
 	}
 	if (argc - optind != 2)
 		return usage_error(err, "%s", "mount needs ROOT and MOUNTPOINT");
+	/* A process-local store cannot make anything exclusive. */
+	if (strcmp(o->leases, "mem") == 0 || strncmp(o->leases, "mem:", 4) == 0)
+		return usage_error(err, "lease store '%s' is for tests only; a "
+				   "mount needs file: or etcd://", o->leases);
 	o->root = argv[optind];
 	o->mnt_arg = argv[optind + 1];
 	return 0;
@@ -374,25 +461,43 @@ static void begin_stop(struct daemon *d)
 	lfs_unmount(d->fs);
 }
 
-/* After loss: remount read-only, retrying while writers still hold files
- * open (the kernel answers EBUSY); bounded by ~10 s of tries. */
-static void handle_loss(struct daemon *d, int *ro_tries)
+/* First reaction to loss: say so, drop the caches that assumed we own the
+ * root, and let the root's next owner in. */
+static void loss_begin(struct daemon *d)
 {
-	int r;
-
-	if (*ro_tries == 0) {
-		fprintf(stderr, "leasefs: lease lost (%s); %s is read-only now\n",
-			lease_loss_str(coord_loss_reason(d->coord)),
-			d->opts->mountpoint);
-		/* We no longer own the root: let its next owner mount it. */
-		if (d->hostlock_fd >= 0) {
-			close(d->hostlock_fd);
-			d->hostlock_fd = -1;
-		}
+	fprintf(stderr, "leasefs: lease lost (%s); %s is read-only now\n",
+		lease_loss_str(coord_loss_reason(d->coord)), d->opts->mountpoint);
+	lfs_after_loss(d->fs);
+	if (d->hostlock_fd >= 0) {
+		close(d->hostlock_fd);
+		d->hostlock_fd = -1;
 	}
-	r = lfs_remount_readonly(d->fs);
-	if (r == 0 || r != -EBUSY || ++*ro_tries > 100)
-		*ro_tries = -1;
+}
+
+/*
+ * After loss: make the superblock read-only, so statfs says so everywhere.
+ * The kernel answers EBUSY while a file is open for writing; retry, backing
+ * off to RO_RETRY_MAX_MS, for as long as the daemon runs.  Returns the
+ * poll timeout for the next try, or -1 when there is nothing left to do.
+ */
+static int remount_step(struct daemon *d, int *tries)
+{
+	int r = lfs_remount_readonly(d->fs);
+
+	if (r == 0)
+		return -1;
+	if (r != -EBUSY) {
+		fprintf(stderr, "leasefs: cannot make %s read-only: %s; the gate "
+			"still refuses every mutation\n", d->opts->mountpoint,
+			strerror(-r));
+		return -1;
+	}
+	if (*tries == 0)
+		fprintf(stderr, "leasefs: %s has files open for writing; the "
+			"read-only remount waits for them to close\n",
+			d->opts->mountpoint);
+	++*tries;
+	return *tries >= 5 ? RO_RETRY_MAX_MS : RO_RETRY_MIN_MS << *tries;
 }
 
 /* Signals, umount requests and loss, handled off the FUSE threads. */
@@ -403,11 +508,11 @@ static void *event_thread(void *p)
 		{ .fd = d->signal_fd, .events = POLLIN },
 		{ .fd = d->event_fd, .events = POLLIN },
 	};
-	int ro_tries = 0; /* -1: done with the read-only remount */
+	bool loss_seen = false;
+	int ro_tries = 0, timeout = -1;
 
 	for (;;) {
-		bool retry = atomic_load(&d->lost) && ro_tries >= 0;
-		int r = poll(pfd, 2, retry && ro_tries > 0 ? 100 : -1);
+		int r = poll(pfd, 2, timeout);
 
 		if (r < 0 && errno != EINTR)
 			break;
@@ -427,8 +532,15 @@ static void *event_thread(void *p)
 			begin_stop(d);
 			break;
 		}
-		if (atomic_load(&d->lost) && ro_tries >= 0)
-			handle_loss(d, &ro_tries);
+		if (!atomic_load(&d->lost))
+			continue;
+		if (!loss_seen) {
+			loss_seen = true;
+			loss_begin(d);
+			timeout = 0;
+		}
+		if (timeout >= 0 && (r == 0 || ro_tries == 0))
+			timeout = remount_step(d, &ro_tries);
 	}
 	return NULL;
 }
@@ -446,6 +558,8 @@ static int block_signals(struct daemon *d)
 	 * orderly shutdown.  (SIGHUP keeps its disposition, for nohup.) */
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
+	/* A client that hangs up must never kill the daemon. */
+	signal(SIGPIPE, SIG_IGN);
 	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
 		return -EINVAL;
 	d->signal_fd = signalfd(-1, &set, SFD_CLOEXEC);
@@ -485,14 +599,34 @@ static int open_coord(struct daemon *d, struct lease_err *err)
 	return 0;
 }
 
+/* `s` escaped for libfuse's option parser, where ',' separates options
+ * and '\\' quotes the next character. */
+static char *opt_escape(const char *s)
+{
+	char *out = malloc(strlen(s) * 2 + 1), *d = out;
+
+	if (!out)
+		return NULL;
+	for (; *s; s++) {
+		if (*s == ',' || *s == '\\')
+			*d++ = '\\';
+		*d++ = *s;
+	}
+	*d = '\0';
+	return out;
+}
+
 static int build_fuse_args(struct mount_opts *o, const char *root,
 			   struct fuse_args *args)
 {
-	char *fsname = NULL;
+	char *fsname = NULL, *esc = opt_escape(root);
 	int r = 0;
 
-	if (asprintf(&fsname, "fsname=leasefs:%s,subtype=leasefs", root) < 0)
+	if (!esc || asprintf(&fsname, "fsname=leasefs:%s,subtype=leasefs", esc) < 0) {
+		free(esc);
 		return -ENOMEM;
+	}
+	free(esc);
 	if (fuse_opt_add_arg(args, "leasefs") || fuse_opt_add_arg(args, "-o") ||
 	    fuse_opt_add_arg(args, fsname))
 		r = -ENOMEM;
@@ -502,6 +636,10 @@ static int build_fuse_args(struct mount_opts *o, const char *root,
 		r = -ENOMEM;
 	if (!r && o->fuse_opts &&
 	    (fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, o->fuse_opts)))
+		r = -ENOMEM;
+	/* After the user's options, so that nothing can weaken them. */
+	if (!r && (fuse_opt_add_arg(args, "-o") ||
+		   fuse_opt_add_arg(args, "nosuid,nodev")))
 		r = -ENOMEM;
 	if (!r && o->debug && fuse_opt_add_arg(args, "-d"))
 		r = -ENOMEM;
@@ -519,6 +657,7 @@ static int open_fs(struct daemon *d, struct lease_err *err)
 		.placement = d->opts->placement,
 		.entry_timeout = exclusive ? 86400.0 : 1.0,
 		.attr_timeout = exclusive ? 86400.0 : 1.0,
+		.keep_cache = exclusive,
 		.debug = d->opts->debug,
 	};
 	int r = build_fuse_args(d->opts, cfg.root, &args);

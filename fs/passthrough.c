@@ -10,18 +10,29 @@
  * O_PATH fd is reopened per use (open_by_handle_at).  So the number of
  * inodes the kernel may keep is bounded by memory, not by RLIMIT_NOFILE.
  *
- * Ownership: objects are created with the caller's fsuid/fsgid (set per
- * worker thread around the creating syscall), so the backing filesystem
- * applies setgid-directory inheritance.  The kernel applies the caller's
- * umask before sending a mode (FUSE_CAP_DONT_MASK stays off) and the daemon
- * runs with umask 0, so created modes are exactly the requested ones.
- * Supplementary groups are installed (per thread) only when a creating call
- * failed with EACCES under fsuid/fsgid alone.
+ * Credentials: when the daemon runs as root, every backing operation made
+ * on behalf of a caller (lookup, open, create, remove, rename, setattr,
+ * xattrs, readlink) runs with the caller's fsuid/fsgid on the worker
+ * thread, so the backing filesystem checks it again with the caller's
+ * rights and never the daemon's: a stale kernel cache or a host-side chmod
+ * cannot be turned into root's access.  The daemon itself holds no
+ * supplementary groups (main drops them); the caller's are installed, per
+ * thread, only when a call failed with EACCES or EPERM without them, and
+ * are always dropped again.  A caller with uid 0 keeps the daemon's
+ * capabilities: FUSE does not tell which capabilities it has, so the
+ * kernel's own check on the mount is the one that counts for it.
  *
- * Permission checks are the kernel's (mount with default_permissions); the
- * operations themselves run with the daemon's credentials except where
- * ownership of a new object or backing-side policy (hard links) depends on
- * the caller.
+ * Modes: FUSE_CAP_DONT_MASK is on and each worker thread has its own
+ * umask (unshare(CLONE_FS)), set to the caller's around a creating call,
+ * so the backing filesystem applies either the umask or the parent's
+ * default ACL, exactly as it does natively.  POSIX ACLs are enforced by
+ * the kernel (FUSE_CAP_POSIX_ACL, with default_permissions).
+ *
+ * Names: every backing call resolves one name relative to an O_PATH fd of
+ * its parent and never follows a symlink at that name (AT_SYMLINK_NOFOLLOW,
+ * O_NOFOLLOW, or calls that never follow); /proc/self/fd/N is used only to
+ * reach the inode an O_PATH fd already names.  So no operation can leave
+ * ROOT through a symlink, whatever the backing directory holds.
  *
  * This file knows nothing of leases: gate.c wraps the mutating entries of
  * the table built here.
@@ -30,6 +41,7 @@
  * place that turns an error into a FUSE reply.
  */
 #include <dirent.h>
+#include <grp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -39,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
@@ -51,8 +64,9 @@
 #include "fs.h"
 
 #define LFS_MAX_WRITE (1u << 20)
-#define LFS_MAX_GROUPS 64
 #define LFS_TABLE_MIN_BUCKETS 1024u
+/* Cache timeouts (s) once the lease is lost: the root has a new owner. */
+#define LFS_LOST_TIMEOUT 1.0
 #define PROC_FD_PATH_MAX 32
 
 struct lfs_inode {
@@ -80,8 +94,11 @@ struct lfs {
 	struct lfs_inode root;
 	uid_t own_uid;          /* daemon credentials restored after switches */
 	gid_t own_gid;
-	int own_ngroups;
-	gid_t own_groups[LFS_MAX_GROUPS];
+	bool switch_creds;      /* privileged daemon: act as each caller */
+	/* Cache policy; lfs_after_loss() turns the exclusive one off. */
+	_Atomic double entry_timeout;
+	_Atomic double attr_timeout;
+	atomic_bool keep_cache;
 	int root_mnt_id;        /* handles are only used on the root's mount */
 	int mount_fd;           /* root, O_RDONLY: open_by_handle_at refuses
 				 * O_PATH fds as its mount fd */
@@ -126,6 +143,12 @@ static void reply_err(fuse_req_t req, int rc)
 	fuse_reply_err(req, rc < 0 ? -rc : rc);
 }
 
+static bool is_dot(const char *name)
+{
+	return name[0] == '.' &&
+	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
 static int neg_errno(void)
 {
 	return errno ? -errno : -EIO;
@@ -168,43 +191,116 @@ static void inode_fd_put(struct lfs_inode *inode, int fd)
 		close(fd);
 }
 
-static bool placement_exclusive(const struct lfs *fs)
-{
-	return fs->cfg.placement != COORD_SHARED;
-}
 
 /* ---- caller credentials ------------------------------------------------- */
 
-/* Runs fn(arg) with the caller's fsuid/fsgid on this worker thread.  If
- * that fails with EACCES and the caller has supplementary groups, retries
- * once with them installed (per-thread setgroups, not glibc's broadcast). */
-static int as_caller(fuse_req_t req, int (*fn)(void *), void *arg)
+/*
+ * This worker thread's own fs context (umask), so that the caller's umask
+ * can be set per call.  False if the kernel refused: the caller's umask is
+ * then applied to the mode by hand (a default ACL then sees a masked mode).
+ */
+static bool thread_fs_private(void)
+{
+	static __thread int state; /* 0 unknown, 1 private, -1 refused */
+
+	if (state == 0)
+		state = unshare(CLONE_FS) == 0 ? 1 : -1;
+	return state > 0;
+}
+
+/* The caller's supplementary groups, however many (NULL, 0 if none). */
+static int caller_groups(fuse_req_t req, gid_t **out)
+{
+	int size = 32, n;
+
+	for (;;) {
+		gid_t *g = malloc(sizeof(*g) * (size_t)size);
+
+		if (!g)
+			return -ENOMEM;
+		n = fuse_req_getgroups(req, size, g);
+		if (n <= 0) {
+			free(g);
+			*out = NULL;
+			return n < 0 ? n : 0;
+		}
+		if (n <= size) {
+			*out = g;
+			return n;
+		}
+		free(g);
+		size = n;
+	}
+}
+
+/* Per-thread setgroups (the raw syscall; glibc's wrapper would change
+ * every thread).  A worker that cannot drop a caller's groups again must
+ * not serve another request: that is a broken invariant, not an error. */
+static int thread_setgroups(size_t n, const gid_t *groups)
+{
+	return syscall(SYS_setgroups, n, groups) < 0 ? neg_errno() : 0;
+}
+
+static void thread_dropgroups(void)
+{
+	if (thread_setgroups(0, NULL) < 0)
+		abort();
+}
+
+/* After fn failed with `rc` (EACCES or EPERM) under fsuid/fsgid alone:
+ * once more with the caller's supplementary groups, if it has any. */
+static int retry_with_groups(fuse_req_t req, int (*fn)(void *), void *arg,
+			     int rc)
+{
+	gid_t *groups = NULL;
+	int n = caller_groups(req, &groups), r;
+
+	if (n <= 0)
+		return rc;
+	r = thread_setgroups((size_t)n, groups);
+	free(groups);
+	if (r < 0)
+		return rc;
+	r = fn(arg);
+	thread_dropgroups();
+	return r;
+}
+
+/*
+ * Runs fn(arg) with the caller's fsuid/fsgid on this worker thread, and
+ * with the caller's umask when `mode` is non-NULL (the mode fn will use;
+ * masked by hand if the thread cannot have its own umask).  An EACCES or
+ * EPERM without supplementary groups is retried once with the caller's.
+ */
+static int as_caller_masked(fuse_req_t req, int (*fn)(void *), void *arg,
+			    mode_t *mode)
 {
 	struct lfs *fs = req_fs(req);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	gid_t groups[LFS_MAX_GROUPS];
-	int rc, n;
+	int rc;
 
-	if (ctx->uid == fs->own_uid && ctx->gid == fs->own_gid)
+	if (mode) {
+		if (thread_fs_private())
+			umask(ctx->umask);
+		else
+			*mode &= ~ctx->umask;
+	}
+	if (!fs->switch_creds ||
+	    (ctx->uid == fs->own_uid && ctx->gid == fs->own_gid))
 		return fn(arg);
 	setfsgid(ctx->gid);
 	setfsuid(ctx->uid);
 	rc = fn(arg);
-	if (rc != -EACCES)
-		goto restore;
-	n = fuse_req_getgroups(req, LFS_MAX_GROUPS, groups);
-	if (n <= 0)
-		goto restore;
-	if (n > LFS_MAX_GROUPS)
-		n = LFS_MAX_GROUPS;
-	if (syscall(SYS_setgroups, (size_t)n, groups) < 0)
-		goto restore;
-	rc = fn(arg);
-	syscall(SYS_setgroups, (size_t)fs->own_ngroups, fs->own_groups);
-restore:
+	if (rc == -EACCES || rc == -EPERM)
+		rc = retry_with_groups(req, fn, arg, rc);
 	setfsuid(fs->own_uid);
 	setfsgid(fs->own_gid);
 	return rc;
+}
+
+static int as_caller(fuse_req_t req, int (*fn)(void *), void *arg)
+{
+	return as_caller_masked(req, fn, arg, NULL);
 }
 
 /* ---- inode table -------------------------------------------------------- */
@@ -443,8 +539,8 @@ static void entry_fill(struct lfs *fs, struct lfs_inode *inode,
 	memset(e, 0, sizeof(*e));
 	e->ino = node_id(fs, inode);
 	e->attr = *st;
-	e->attr_timeout = fs->cfg.attr_timeout;
-	e->entry_timeout = fs->cfg.entry_timeout;
+	e->attr_timeout = atomic_load(&fs->attr_timeout);
+	e->entry_timeout = atomic_load(&fs->entry_timeout);
 }
 
 /*
@@ -490,19 +586,44 @@ found:
 	return 0;
 }
 
+/* What a name operation on one parent directory needs. */
+struct name_args {
+	struct lfs *fs;
+	int dirfd;
+	const char *name;
+	struct fuse_entry_param *e;  /* lookup */
+	int flags;                   /* unlink */
+	int tfd;                     /* rename: target directory */
+	const char *tname;
+};
+
+static int lookup_fn(void *a_)
+{
+	struct name_args *a = a_;
+
+	return lookup_at(a->fs, a->dirfd, a->name, a->e);
+}
+
 static void lfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct lfs *fs = req_fs(req);
 	struct lfs_inode *dir = inode_of(fs, parent);
 	struct fuse_entry_param e;
-	int dfd = inode_fd(fs, dir);
-	int rc = dfd < 0 ? dfd : lookup_at(fs, dfd, name, &e);
+	struct name_args a = { .fs = fs, .dirfd = inode_fd(fs, dir),
+			       .name = name, .e = &e };
+	double neg_timeout = atomic_load(&fs->entry_timeout);
+	int rc = a.dirfd;
 
-	inode_fd_put(dir, dfd);
-	if (rc == -ENOENT && fs->cfg.entry_timeout > 0) {
+	/* The kernel never asks for these; they would leave the parent. */
+	if (rc >= 0 && is_dot(name))
+		rc = -EINVAL;
+	else if (rc >= 0)
+		rc = as_caller(req, lookup_fn, &a);
+	inode_fd_put(dir, a.dirfd);
+	if (rc == -ENOENT && neg_timeout > 0) {
 		/* Negative entry: cached by the kernel for entry_timeout. */
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = fs->cfg.entry_timeout;
+		e.entry_timeout = neg_timeout;
 		rc = 0;
 	}
 	if (rc < 0)
@@ -537,7 +658,7 @@ static void reply_attr(fuse_req_t req, int rc, const struct stat *st)
 	if (rc < 0)
 		reply_err(req, rc);
 	else
-		fuse_reply_attr(req, st, req_fs(req)->cfg.attr_timeout);
+		fuse_reply_attr(req, st, atomic_load(&req_fs(req)->attr_timeout));
 }
 
 static void lfs_getattr(fuse_req_t req, fuse_ino_t ino,
@@ -640,6 +761,20 @@ static int do_setattr(int ifd, struct stat *attr, int valid,
 	return rc;
 }
 
+struct setattr_args {
+	int ifd;
+	struct stat *attr;
+	int valid;
+	struct fuse_file_info *fi;
+};
+
+static int setattr_fn(void *a_)
+{
+	struct setattr_args *a = a_;
+
+	return do_setattr(a->ifd, a->attr, a->valid, a->fi);
+}
+
 static void lfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			int valid, struct fuse_file_info *fi)
 {
@@ -647,7 +782,9 @@ static void lfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct lfs_inode *inode = inode_of(fs, ino);
 	struct stat st;
 	int fd = inode_fd(fs, inode);
-	int rc = fd < 0 ? fd : do_setattr(fd, attr, valid, fi);
+	struct setattr_args a = { .ifd = fd, .attr = attr, .valid = valid,
+				  .fi = fi };
+	int rc = fd < 0 ? fd : as_caller(req, setattr_fn, &a);
 
 	if (!rc)
 		rc = stat_fd(fd, &st);
@@ -686,6 +823,7 @@ struct make_args {
 	const char *target;   /* symlink */
 	int oldfd;            /* link: O_PATH fd of the existing inode */
 	int open_flags;       /* create */
+	bool excl;            /* create: the caller asked for O_EXCL */
 	int fd_out;           /* create: the opened file */
 };
 
@@ -716,14 +854,6 @@ static int make_link(void *a_)
 	return 0;
 }
 
-static int make_file(void *a_)
-{
-	struct make_args *a = a_;
-
-	a->fd_out = openat(a->dirfd, a->name, a->open_flags, a->mode);
-	return a->fd_out < 0 ? neg_errno() : 0;
-}
-
 static void reply_made(fuse_req_t req, int dirfd, const char *name, int rc)
 {
 	struct fuse_entry_param e;
@@ -749,7 +879,8 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (a.dirfd < 0)
 		reply_err(req, a.dirfd);
 	else
-		reply_made(req, a.dirfd, name, as_caller(req, make_node, &a));
+		reply_made(req, a.dirfd, name,
+			   as_caller_masked(req, make_node, &a, &a.mode));
 	inode_fd_put(dir, a.dirfd);
 }
 
@@ -792,17 +923,23 @@ static void lfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 /* ---- removing and renaming ---------------------------------------------- */
 
+static int unlink_fn(void *a_)
+{
+	struct name_args *a = a_;
+
+	return unlinkat(a->dirfd, a->name, a->flags) < 0 ? neg_errno() : 0;
+}
+
 static void unlink_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 int flags)
 {
 	struct lfs *fs = req_fs(req);
 	struct lfs_inode *dir = inode_of(fs, parent);
-	int fd = inode_fd(fs, dir);
-	int rc = fd;
+	struct name_args a = { .dirfd = inode_fd(fs, dir), .name = name,
+			       .flags = flags };
+	int rc = a.dirfd < 0 ? a.dirfd : as_caller(req, unlink_fn, &a);
 
-	if (fd >= 0)
-		rc = unlinkat(fd, name, flags) < 0 ? neg_errno() : 0;
-	inode_fd_put(dir, fd);
+	inode_fd_put(dir, a.dirfd);
 	reply_err(req, rc);
 }
 
@@ -814,6 +951,16 @@ static void lfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void lfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	unlink_entry(req, parent, name, AT_REMOVEDIR);
+}
+
+static int rename_fn(void *a_)
+{
+	struct name_args *a = a_;
+
+	if (renameat2(a->dirfd, a->name, a->tfd, a->tname,
+		      (unsigned)a->flags) < 0)
+		return neg_errno();
+	return 0;
 }
 
 static void lfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -835,7 +982,10 @@ static void lfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	rc = tfd = inode_fd(fs, to);
 	if (rc < 0)
 		goto out;
-	rc = renameat2(ffd, name, tfd, newname, flags) < 0 ? neg_errno() : 0;
+	struct name_args a = { .dirfd = ffd, .name = name, .tfd = tfd,
+			       .tname = newname, .flags = (int)flags };
+
+	rc = as_caller(req, rename_fn, &a);
 out:
 	inode_fd_put(from, ffd);
 	inode_fd_put(to, tfd);
@@ -846,12 +996,60 @@ out:
 
 static void open_reply_flags(struct lfs *fs, struct fuse_file_info *fi)
 {
-	/* Exclusive: this mount is the only legitimate writer, so cached
-	 * pages stay valid across opens. */
-	fi->keep_cache = placement_exclusive(fs);
+	/* Exclusive and held: this mount is the only legitimate writer, so
+	 * cached pages stay valid across opens. */
+	fi->keep_cache = atomic_load(&fs->keep_cache);
+	/* O_DIRECT: the backing file is opened without it (its alignment
+	 * rules would apply to the daemon's buffers), and the kernel's page
+	 * cache is bypassed for this open instead. */
+	fi->direct_io = (fi->flags & O_DIRECT) != 0;
 	/* Locks are the kernel's and the backing fs reports errors at write
 	 * time, so close needs no FLUSH round trip. */
 	fi->noflush = 1;
+}
+
+/* Flags for opening the backing file on behalf of an open or create.
+ * O_NOFOLLOW is the kernel's business (it resolved the name); an open
+ * through /proc/self/fd must not carry it, and create adds its own. */
+static int backing_flags(int flags)
+{
+	return (flags | O_CLOEXEC) &
+	       ~(O_CREAT | O_EXCL | O_NOCTTY | O_DIRECT | O_NOFOLLOW);
+}
+
+/* A referenced entry for the object open at fd (whose stat is st). */
+static int entry_from_fd(struct lfs *fs, int fd, const struct stat *st,
+			 struct fuse_entry_param *e)
+{
+	char p[PROC_FD_PATH_MAX];
+	int pfd = open(proc_path(p, fd), O_PATH | O_CLOEXEC);
+	struct lfs_inode *inode;
+
+	if (pfd < 0)
+		return neg_errno();
+	inode = table_ref_or_add(fs, pfd, st);
+	if (!inode)
+		return -ENOMEM;
+	entry_fill(fs, inode, st, e);
+	return 0;
+}
+
+/*
+ * Always O_EXCL and O_NOFOLLOW: the kernel sends CREATE only for a name it
+ * believes absent, so an existing name (a symlink among them) means its
+ * cache is stale.  ESTALE makes it look the name up again and open what is
+ * there through the mount, where a symlink resolves in the caller's view.
+ */
+static int make_file(void *a_)
+{
+	struct make_args *a = a_;
+
+	a->fd_out = openat(a->dirfd, a->name,
+			   a->open_flags | O_CREAT | O_EXCL | O_NOFOLLOW,
+			   a->mode);
+	if (a->fd_out >= 0)
+		return 0;
+	return errno == EEXIST && !a->excl ? -ESTALE : neg_errno();
 }
 
 static void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -862,17 +1060,21 @@ static void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct make_args a = {
 		.dirfd = inode_fd(fs, dir), .name = name,
 		.mode = mode & ~S_IFMT,
-		.open_flags = (fi->flags | O_CREAT | O_CLOEXEC) & ~O_NOFOLLOW,
+		.open_flags = backing_flags(fi->flags),
+		.excl = (fi->flags & O_EXCL) != 0,
 		.fd_out = -1,
 	};
 	struct fuse_entry_param e;
+	struct stat st;
 	int rc = a.dirfd;
 
 	if (a.dirfd >= 0)
-		rc = as_caller(req, make_file, &a);
-	if (!rc)
-		rc = lookup_at(fs, a.dirfd, name, &e);
+		rc = as_caller_masked(req, make_file, &a, &a.mode);
 	inode_fd_put(dir, a.dirfd);
+	if (!rc)
+		rc = fstat(a.fd_out, &st) < 0 ? neg_errno() : 0;
+	if (!rc)
+		rc = entry_from_fd(fs, a.fd_out, &st, &e);
 	if (rc < 0)
 		goto fail;
 	fi->fh = (uint64_t)a.fd_out;
@@ -889,27 +1091,40 @@ fail:
 	reply_err(req, rc);
 }
 
+struct reopen_args {
+	int ifd;
+	int flags;
+	int fd_out;
+};
+
+/* The inode itself, through its O_PATH fd (a magic link, never a name). */
+static int reopen_fn(void *a_)
+{
+	struct reopen_args *a = a_;
+	char p[PROC_FD_PATH_MAX];
+
+	a->fd_out = open(proc_path(p, a->ifd), a->flags);
+	return a->fd_out < 0 ? neg_errno() : 0;
+}
+
 static void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct lfs *fs = req_fs(req);
 	struct lfs_inode *inode = inode_of(fs, ino);
-	char p[PROC_FD_PATH_MAX];
-	int flags = (fi->flags | O_CLOEXEC) & ~(O_CREAT | O_EXCL | O_NOCTTY |
-						 O_NOFOLLOW);
-	int ifd = inode_fd(fs, inode);
-	int fd = ifd < 0 ? ifd : open(proc_path(p, ifd), flags);
+	struct reopen_args a = { .ifd = inode_fd(fs, inode),
+				 .flags = backing_flags(fi->flags),
+				 .fd_out = -1 };
+	int rc = a.ifd < 0 ? a.ifd : as_caller(req, reopen_fn, &a);
 
-	if (fd < 0 && ifd >= 0)
-		fd = neg_errno();
-	inode_fd_put(inode, ifd);
-	if (fd < 0) {
-		reply_err(req, fd);
+	inode_fd_put(inode, a.ifd);
+	if (rc < 0) {
+		reply_err(req, rc);
 		return;
 	}
-	fi->fh = (uint64_t)fd;
+	fi->fh = (uint64_t)a.fd_out;
 	open_reply_flags(fs, fi);
 	if (fuse_reply_open(req, fi) != 0)
-		close(fd);
+		close(a.fd_out);
 }
 
 static void lfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -1023,8 +1238,11 @@ static void lfs_opendir(fuse_req_t req, fuse_ino_t ino,
 	rc = ifd = inode_fd(fs, inode);
 	if (rc < 0)
 		goto fail;
-	fd = openat(ifd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	rc = fd < 0 ? neg_errno() : 0;
+	struct reopen_args a = { .ifd = ifd, .fd_out = -1,
+				 .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC };
+
+	rc = as_caller(req, reopen_fn, &a);
+	fd = a.fd_out;
 	inode_fd_put(inode, ifd);
 	if (rc < 0)
 		goto fail;
@@ -1036,8 +1254,8 @@ static void lfs_opendir(fuse_req_t req, fuse_ino_t ino,
 	fi->fh = (uint64_t)(uintptr_t)d;
 	/* Exclusive: the kernel's cached listing stays valid; it is
 	 * invalidated by changes made through this mount. */
-	fi->cache_readdir = placement_exclusive(fs);
-	fi->keep_cache = placement_exclusive(fs);
+	fi->cache_readdir = atomic_load(&fs->keep_cache);
+	fi->keep_cache = atomic_load(&fs->keep_cache);
 	if (fuse_reply_open(req, fi) != 0) {
 		closedir(d->dp);
 		free(d);
@@ -1048,12 +1266,6 @@ fail:
 		close(fd);
 	free(d);
 	reply_err(req, rc);
-}
-
-static bool is_dot(const char *name)
-{
-	return name[0] == '.' &&
-	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
 }
 
 /* Adds one entry at buf; returns its size (> rem means it did not fit
@@ -1215,7 +1427,21 @@ static ssize_t xattr_call(const char *path, const struct xattr_args *a)
 	return listxattr(path, a->buf, a->size);
 }
 
-/* The call on inode `ino`: result size or -errno. */
+struct xattr_call_args {
+	const char *path;
+	const struct xattr_args *a;
+	ssize_t n;
+};
+
+static int xattr_fn(void *a_)
+{
+	struct xattr_call_args *c = a_;
+
+	c->n = xattr_call(c->path, c->a);
+	return c->n < 0 ? neg_errno() : 0;
+}
+
+/* The call on inode `ino`, as the caller: result size or -errno. */
 static ssize_t xattr_on(fuse_req_t req, fuse_ino_t ino,
 			const struct xattr_args *a)
 {
@@ -1223,15 +1449,14 @@ static ssize_t xattr_on(fuse_req_t req, fuse_ino_t ino,
 	struct lfs_inode *inode = inode_of(fs, ino);
 	char p[PROC_FD_PATH_MAX];
 	int fd = inode_fd(fs, inode);
-	ssize_t n;
+	struct xattr_call_args c = { .path = proc_path(p, fd), .a = a };
+	int rc;
 
 	if (fd < 0)
 		return fd;
-	n = xattr_call(proc_path(p, fd), a);
-	if (n < 0)
-		n = neg_errno();
+	rc = as_caller(req, xattr_fn, &c);
 	inode_fd_put(inode, fd);
-	return n;
+	return rc < 0 ? rc : c.n;
 }
 
 static void lfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -1289,16 +1514,17 @@ static void lfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 /* ---- session ------------------------------------------------------------ */
 
-static void want(struct fuse_conn_info *conn, unsigned cap)
+/* Each bit of `caps` the kernel offers; libfuse fails INIT on a wanted
+ * bit the kernel lacks. */
+static void want(struct fuse_conn_info *conn, unsigned caps)
 {
-	if (conn->capable & cap)
-		conn->want |= cap;
+	conn->want |= caps & conn->capable;
 }
 
 static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct lfs *fs = userdata;
-	bool excl = placement_exclusive(fs);
+	bool excl = atomic_load(&fs->keep_cache);
 
 	/* Splice both ways.  Measured on 2 cores, interleaved: 512 MiB
 	 * dd+fsync 760-816 MB/s with splice-in vs 320-620 without; untar and
@@ -1308,6 +1534,11 @@ static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 	want(conn, FUSE_CAP_READDIRPLUS | FUSE_CAP_PARALLEL_DIROPS |
 		   FUSE_CAP_ASYNC_READ | FUSE_CAP_ATOMIC_O_TRUNC);
 	want(conn, FUSE_CAP_CACHE_SYMLINKS);
+	/* ACLs enforced by the kernel as ext4 does (it also implies
+	 * default_permissions); modes arrive unmasked with the caller's
+	 * umask beside them, which the backing fs applies or replaces by a
+	 * default ACL (see as_caller_masked). */
+	want(conn, FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK);
 	/* An acknowledged write must have passed the gate. */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	/* The kernel clears suid/sgid itself (via setattr) on write,
@@ -1449,15 +1680,15 @@ static int open_root(struct lfs *fs)
 	return 0;
 }
 
+/* A privileged daemon acts as each caller, and holds no supplementary
+ * groups of its own that a caller's request could borrow. */
 static int save_creds(struct lfs *fs)
 {
-	int n = getgroups(LFS_MAX_GROUPS, fs->own_groups);
-
-	if (n < 0)
-		return neg_errno();
-	fs->own_ngroups = n;
 	fs->own_uid = geteuid();
 	fs->own_gid = getegid();
+	fs->switch_creds = fs->own_uid == 0;
+	if (fs->switch_creds && setgroups(0, NULL) < 0)
+		return neg_errno();
 	return 0;
 }
 
@@ -1482,12 +1713,16 @@ int lfs_new(const struct lfs_config *cfg, struct fuse_args *args,
 		goto fail;
 	}
 	fs->cfg.root = fs->root_path;
+	atomic_init(&fs->entry_timeout, cfg->entry_timeout);
+	atomic_init(&fs->attr_timeout, cfg->attr_timeout);
+	atomic_init(&fs->keep_cache, cfg->keep_cache);
 	rc = save_creds(fs);
 	if (rc < 0)
 		goto fail;
 	raise_nofile();
 	set_fd_budget(fs);
-	/* Modes arrive with the caller's umask applied. */
+	/* Modes arrive unmasked; each worker sets the caller's umask on
+	 * its own fs context, or masks by hand (as_caller_masked). */
 	umask(0);
 	rc = open_root(fs);
 	if (rc < 0)
@@ -1564,13 +1799,57 @@ int lfs_run(struct lfs *fs)
 	return res < 0 ? res : 0;
 }
 
+/*
+ * Reconfigure the superblock read-only through fspick()/fsconfig(): that
+ * changes SB_RDONLY and nothing else.  A legacy MS_REMOUNT would also
+ * replace the mount's own flags (nosuid, nodev, noexec, atime) with the
+ * ones passed, and this call has no business weakening them.
+ */
 int lfs_remount_readonly(struct lfs *fs)
 {
+	int fd, rc = 0;
+
 	if (!fs->mountpoint)
 		return -EINVAL;
-	if (mount(NULL, fs->mountpoint, "fuse", MS_REMOUNT | MS_RDONLY, NULL) < 0)
+	fd = fspick(AT_FDCWD, fs->mountpoint, FSPICK_CLOEXEC | FSPICK_NO_AUTOMOUNT);
+	if (fd < 0)
 		return neg_errno();
-	return 0;
+	if (fsconfig(fd, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0 ||
+	    fsconfig(fd, FSCONFIG_CMD_RECONFIGURE, NULL, NULL, 0) < 0)
+		rc = neg_errno();
+	close(fd);
+	return rc;
+}
+
+/* Node ids of every inode the kernel holds; *n of them, malloc'ed. */
+static fuse_ino_t *known_nodes(struct lfs *fs, size_t *n)
+{
+	fuse_ino_t *ids;
+	size_t i, k = 0;
+
+	pthread_mutex_lock(&fs->lock);
+	ids = malloc(sizeof(*ids) * (fs->count ? fs->count : 1));
+	for (i = 0; ids && i < fs->nbuckets; i++)
+		for (struct lfs_inode *p = fs->buckets[i]; p; p = p->next)
+			ids[k++] = node_id(fs, p);
+	pthread_mutex_unlock(&fs->lock);
+	*n = k;
+	return ids;
+}
+
+void lfs_after_loss(struct lfs *fs)
+{
+	size_t n, i;
+	fuse_ino_t *ids;
+
+	atomic_store(&fs->keep_cache, false);
+	atomic_store(&fs->entry_timeout, LFS_LOST_TIMEOUT);
+	atomic_store(&fs->attr_timeout, LFS_LOST_TIMEOUT);
+	ids = known_nodes(fs, &n);
+	/* A node forgotten meanwhile answers ENOENT: nothing to drop. */
+	for (i = 0; ids && i < n; i++)
+		fuse_lowlevel_notify_inval_inode(fs->se, ids[i], 0, 0);
+	free(ids);
 }
 
 void lfs_unmount(struct lfs *fs)
