@@ -38,14 +38,19 @@
 enum {
 	EXIT_OK = 0,
 	EXIT_FAIL = 1,
+	EXIT_UNFENCED = 3,  /* revoked, but the holder was not fenced in time */
 	EXIT_USAGE = 64,
 	EXIT_BUSY = 75,
 };
 
 #define DRAIN_TIMEOUT_MS 10000
+#define FENCE_STEP_MS 200
 #define RO_RETRY_MIN_MS 50
 #define RO_RETRY_MAX_MS 2000
 #define UMOUNT_TIMEOUT_MS 30000
+/* lease revoke: how long to wait for the holder to be fenced; covers the
+ * default etcd TTL (15 s) plus its fence margin. */
+#define REVOKE_TIMEOUT_S 30.0
 
 static const char usage_text[] =
 	"usage: leasefs mount [--placement=exclusive|session|shared] [--leases=URI]\n"
@@ -55,7 +60,7 @@ static const char usage_text[] =
 	"       leasefs umount MOUNTPOINT\n"
 	"       leasefs lease list [--leases=URI]\n"
 	"       leasefs lease show NAME [--leases=URI]\n"
-	"       leasefs lease revoke NAME [--leases=URI]\n";
+	"       leasefs lease revoke NAME [--leases=URI] [--timeout=SECONDS]\n";
 
 /* The one place errors become exit codes (after the message is printed). */
 static int exit_code(int r, const struct lease_err *err)
@@ -390,6 +395,7 @@ struct daemon {
 	bool event_thread_started;
 	atomic_bool stopping;
 	atomic_bool lost;
+	atomic_bool fence_due;   /* shared placement: a lease to acknowledge */
 };
 
 static void on_loss(void *ud, enum lease_loss why)
@@ -398,7 +404,11 @@ static void on_loss(void *ud, enum lease_loss why)
 	uint64_t one = 1;
 
 	(void)why;
-	atomic_store(&d->lost, true);
+	/* Shared placement never turns read-only; it only acknowledges. */
+	if (d->opts->placement == COORD_SHARED)
+		atomic_store(&d->fence_due, true);
+	else
+		atomic_store(&d->lost, true);
 	if (write(d->event_fd, &one, sizeof(one)) < 0) {
 		/* the gate already refuses; only the read-only remount waits */
 	}
@@ -461,13 +471,21 @@ static void begin_stop(struct daemon *d)
 	lfs_unmount(d->fs);
 }
 
-/* First reaction to loss: say so, drop the caches that assumed we own the
- * root, and let the root's next owner in. */
+/* What the event thread still owes a loss. */
+struct loss_work {
+	bool seen;
+	bool fenced;        /* drained and released: successors may come */
+	bool caches_dropped;
+	bool ro_done;
+	int ro_tries;
+	int64_t ro_next;    /* CLOCK_MONOTONIC ns of the next remount try */
+};
+
+/* First reaction to loss: say so and free the host lock. */
 static void loss_begin(struct daemon *d)
 {
 	fprintf(stderr, "leasefs: lease lost (%s); %s is read-only now\n",
 		lease_loss_str(coord_loss_reason(d->coord)), d->opts->mountpoint);
-	lfs_after_loss(d->fs);
 	if (d->hostlock_fd >= 0) {
 		close(d->hostlock_fd);
 		d->hostlock_fd = -1;
@@ -500,6 +518,41 @@ static int remount_step(struct daemon *d, int *tries)
 	return *tries >= 5 ? RO_RETRY_MAX_MS : RO_RETRY_MIN_MS << *tries;
 }
 
+/*
+ * One round of work after loss, in order of urgency: acknowledge the loss
+ * to the store once in-flight mutations drained (a successor waits for
+ * it), drop the caches that assumed we own the root, make the superblock
+ * read-only.  Returns the poll timeout for the next round (-1: done).
+ */
+static int loss_step(struct daemon *d, struct loss_work *w)
+{
+	int64_t now, next_ms;
+
+	if (!w->seen) {
+		w->seen = true;
+		loss_begin(d);
+	}
+	if (!w->fenced)
+		w->fenced = coord_fence(d->coord, FENCE_STEP_MS) != -ETIMEDOUT;
+	if (!w->caches_dropped) {
+		lfs_after_loss(d->fs);
+		w->caches_dropped = true;
+	}
+	now = lease_now_ns();
+	if (!w->ro_done && now >= w->ro_next) {
+		int wait = remount_step(d, &w->ro_tries);
+
+		w->ro_done = wait < 0;
+		w->ro_next = now + (int64_t)wait * 1000000;
+	}
+	if (!w->fenced)
+		return 0; /* coord_fence itself waited FENCE_STEP_MS */
+	if (w->ro_done)
+		return -1;
+	next_ms = (w->ro_next - now) / 1000000;
+	return next_ms > 0 ? (int)next_ms : 0;
+}
+
 /* Signals, umount requests and loss, handled off the FUSE threads. */
 static void *event_thread(void *p)
 {
@@ -508,8 +561,8 @@ static void *event_thread(void *p)
 		{ .fd = d->signal_fd, .events = POLLIN },
 		{ .fd = d->event_fd, .events = POLLIN },
 	};
-	bool loss_seen = false;
-	int ro_tries = 0, timeout = -1;
+	struct loss_work lw = { 0 };
+	int timeout = -1;
 
 	for (;;) {
 		int r = poll(pfd, 2, timeout);
@@ -532,15 +585,10 @@ static void *event_thread(void *p)
 			begin_stop(d);
 			break;
 		}
-		if (!atomic_load(&d->lost))
-			continue;
-		if (!loss_seen) {
-			loss_seen = true;
-			loss_begin(d);
-			timeout = 0;
-		}
-		if (timeout >= 0 && (r == 0 || ro_tries == 0))
-			timeout = remount_step(d, &ro_tries);
+		if (atomic_load(&d->lost))
+			timeout = loss_step(d, &lw);
+		else if (atomic_exchange(&d->fence_due, false))
+			coord_fence(d->coord, 0);
 	}
 	return NULL;
 }
@@ -941,8 +989,38 @@ static int print_info(const struct lease_info *in, void *ud)
 	return 0;
 }
 
+/* Revoke, then wait for the holder to be fenced; 1 if it was not. */
+static int revoke_and_wait(struct lease_store *st, const char *name,
+			   double timeout_s, struct lease_err *err)
+{
+	enum lease_fence fence;
+	int r = lease_revoke(st, name, lease_deadline_ms((int64_t)(timeout_s * 1000)),
+			     &fence, err);
+
+	if (r < 0)
+		return r;
+	switch (fence) {
+	case LEASE_FENCE_ACKED:
+		printf("revoked %s: the holder acknowledged (drained and "
+		       "released); a successor may acquire it now\n", name);
+		return 0;
+	case LEASE_FENCE_EXPIRED:
+		printf("revoked %s: the holder did not answer, but its TTL has "
+		       "run out, so it cannot write any more; a successor may "
+		       "acquire it now\n", name);
+		return 0;
+	case LEASE_FENCE_PENDING:
+		break;
+	}
+	fprintf(stderr, "leasefs: revoked %s, but the holder has not "
+		"acknowledged within %.0f s (stopped, or stuck in a write); no "
+		"successor can acquire it until it does, its TTL runs out or it "
+		"exits\n", name, timeout_s);
+	return 1;
+}
+
 static int lease_op(struct lease_store *st, const char *verb,
-		    const char *name, struct lease_err *err)
+		    const char *name, double timeout_s, struct lease_err *err)
 {
 	struct lease_info info = { 0 };
 	int r;
@@ -958,10 +1036,7 @@ static int lease_op(struct lease_store *st, const char *verb,
 			       info.holder);
 		return r;
 	}
-	r = lease_revoke(st, name, lease_deadline_ms(5000), err);
-	if (r == 0)
-		printf("revoked %s\n", name);
-	return r;
+	return revoke_and_wait(st, name, timeout_s, err);
 }
 
 static int cmd_lease(int argc, char **argv)
@@ -969,11 +1044,15 @@ static int cmd_lease(int argc, char **argv)
 	const char *uri = default_leases(), *verb = NULL, *name = NULL;
 	struct lease_err err = { 0 };
 	struct lease_store *st = NULL;
+	double timeout_s = REVOKE_TIMEOUT_S;
 	int r, npos = 0;
 
 	for (int i = 1; i < argc; i++) {
 		if (strncmp(argv[i], "--leases=", 9) == 0)
 			uri = argv[i] + 9;
+		else if (strncmp(argv[i], "--timeout=", 10) == 0 &&
+			 parse_seconds(argv[i] + 10, &timeout_s) == 0)
+			continue;
 		else if (npos == 0 && ++npos)
 			verb = argv[i];
 		else if (npos == 1 && ++npos)
@@ -989,12 +1068,12 @@ static int cmd_lease(int argc, char **argv)
 	}
 	r = lease_store_open(uri, NULL, &st, &err);
 	if (r == 0)
-		r = lease_op(st, verb, name, &err);
+		r = lease_op(st, verb, name, timeout_s, &err);
 	if (r < 0)
 		fprintf(stderr, "leasefs: lease %s: %s\n", verb,
 			err.msg[0] ? err.msg : strerror(-r));
 	lease_store_close(st);
-	return exit_code(r, &err);
+	return r > 0 ? EXIT_UNFENCED : exit_code(r, &err);
 }
 
 int main(int argc, char **argv)

@@ -38,8 +38,14 @@ struct lease_backend {
 		    struct lease_err *err);
 	int (*show)(struct lease_store *store, const char *name,
 		    struct lease_info *info, struct lease_err *err);
+	/* Supersede the holder; *epoch = the revoked holder's epoch. */
 	int (*revoke)(struct lease_store *store, const char *name,
-		      int64_t deadline, struct lease_err *err);
+		      int64_t deadline, uint64_t *epoch, struct lease_err *err);
+	/* Wait until the holder revoked at `epoch` is fenced (lease.h's
+	 * enum lease_fence), at most until `deadline` (then PENDING, 0). */
+	int (*await_fence)(struct lease_store *store, const char *name,
+			   uint64_t epoch, int64_t deadline,
+			   enum lease_fence *out, struct lease_err *err);
 	/* Optional: local directory of the store (for the inside-root check). */
 	const char *(*local_dir)(const struct lease_store *store);
 };

@@ -36,6 +36,9 @@ struct coord {
 	struct lease_store *store;
 	struct lease *root_lease;    /* NULL unless exclusive */
 	struct lease *session_lease;
+	/* Claimed (exchange to true) by whoever releases the lease. */
+	atomic_bool root_released;
+	atomic_bool session_released;
 	int64_t release_timeout_ms;
 	void (*on_loss)(void *userdata, enum lease_loss why);
 	void *on_loss_userdata;
@@ -131,9 +134,14 @@ static void on_lease_loss(struct lease *lease, enum lease_loss why,
 	struct coord *c = userdata;
 
 	(void)lease;
-	if (c->placement == COORD_SHARED)
-		return; /* shared placement is not gated by any lease */
-	latch_lost(c, why);
+	if (c->placement != COORD_SHARED) {
+		latch_lost(c, why);
+		return;
+	}
+	/* Shared placement is gated by no lease: admission stays open, but
+	 * the owner still has to acknowledge the loss (coord_fence). */
+	if (why != LEASE_LOSS_RELEASED && c->on_loss)
+		c->on_loss(c->on_loss_userdata, why);
 }
 
 /* Move to `st`, keeping the latched loss reason. */
@@ -240,7 +248,7 @@ static struct timespec ns_to_ts(int64_t ns)
 }
 
 /* Wait until nothing is in flight, at most `ms`.  0 or -ETIMEDOUT. */
-static int drain(struct coord *c, int64_t ms)
+static int wait_drained(struct coord *c, int64_t ms)
 {
 	int64_t deadline = lease_deadline_ms(ms > 0 ? ms : 0);
 	int r = 0;
@@ -256,6 +264,13 @@ static int drain(struct coord *c, int64_t ms)
 		pthread_cond_timedwait(&c->drained, &c->lock, &ts);
 	}
 	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+static int drain(struct coord *c, int64_t ms)
+{
+	int r = wait_drained(c, ms);
+
 	if (r < 0)
 		fprintf(stderr, "leasefs: coordinator: %ld mutation(s) still in "
 			"flight after %lld ms drain timeout; releasing anyway\n",
@@ -300,13 +315,42 @@ int coord_close_admission(struct coord *c, int64_t drain_timeout_ms)
 	return drain(c, drain_timeout_ms);
 }
 
+/* Release `l` unless someone already did (flag claims it). */
+static void release_once(struct coord *c, struct lease *l, atomic_bool *flag)
+{
+	if (l && !atomic_exchange(flag, true))
+		release_one(c, l);
+}
+
+static bool lease_lost_now(const struct lease *l)
+{
+	int64_t now = 0;
+
+	return l && lease_gone(l, &now) != LEASE_LOSS_NONE;
+}
+
+int coord_fence(struct coord *c, int64_t drain_timeout_ms)
+{
+	if (c->placement != COORD_SHARED) {
+		if (WORD_STATE(atomic_load(&c->word)) != COORD_LOST)
+			return -EINVAL;
+		if (wait_drained(c, drain_timeout_ms) < 0)
+			return -ETIMEDOUT;
+	}
+	if (lease_lost_now(c->root_lease))
+		release_once(c, c->root_lease, &c->root_released);
+	if (lease_lost_now(c->session_lease))
+		release_once(c, c->session_lease, &c->session_released);
+	return 0;
+}
+
 static int teardown(struct coord *c, int64_t drain_timeout_ms)
 {
 	int r;
 
 	r = coord_close_admission(c, drain_timeout_ms);
-	release_one(c, c->root_lease);
-	release_one(c, c->session_lease);
+	release_once(c, c->root_lease, &c->root_released);
+	release_once(c, c->session_lease, &c->session_released);
 	set_state(c, COORD_CLOSED);
 	return r;
 }

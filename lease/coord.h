@@ -52,7 +52,8 @@ struct coord_config {
 	int (*after_acquire)(void *userdata, const char *canonical_root,
 			     struct lease_err *err);
 	void *after_acquire_userdata;
-	/* Optional: called once (from a backend thread) when loss latches. */
+	/* Optional: called once (from a backend thread) when loss latches;
+	 * in shared placement, when a lease is lost (nothing latches). */
 	void (*on_loss)(void *userdata, enum lease_loss why);
 	void *on_loss_userdata;
 };
@@ -83,6 +84,18 @@ void coord_exit(struct coord *c);
  * mutations.  Release failures are logged to stderr, not returned.
  */
 int coord_shutdown(struct coord *c, int64_t drain_timeout_ms);
+/*
+ * After loss: wait at most `drain_timeout_ms` for the admitted mutations
+ * to finish, then release every lost lease (shared placement: at once,
+ * nothing is gated on them).  That release is the fence
+ * acknowledgement a store waits for before it grants the name to anyone
+ * else, so it must come only after nothing of ours can still write.
+ * 0 once done (repeats are no-ops), -ETIMEDOUT while mutations are still
+ * in flight (call again), -EINVAL while not lost.  Shutdown later releases
+ * only what is left, so each lease is still released exactly once.
+ */
+int coord_fence(struct coord *c, int64_t drain_timeout_ms);
+
 /*
  * First half of shutdown, for owners that must act between draining and
  * releasing (the daemon unmounts there): close admission and wait, at most

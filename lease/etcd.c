@@ -8,7 +8,17 @@
  *                    key's create_revision (cluster-wide, never decreasing).
  *   P!epoch/<name>   high-water mark, written in the same txn that creates
  *                    P<name> (so its mod_revision is the last epoch granted);
- *                    operator revoke rewrites it as {"epoch": N, "revoked": 1}.
+ *                    operator revoke rewrites it as {"epoch": N, "revoked": 1},
+ *                    and the revoked holder's acknowledgement adds "acked": 1.
+ *   P!fence/<name>   written by operator revoke in the txn that deletes
+ *                    P<name>: the revoked epoch N, attached to a fresh etcd
+ *                    lease with the holder's own TTL.  While it exists the
+ *                    name is not granted.  It goes when the holder
+ *                    acknowledges (its release after it drained deletes it)
+ *                    or when its TTL runs out; since the holder's
+ *                    safe_until is bounded by its last keepalive sent before
+ *                    the revoke + TTL - margin, the holder has fenced itself
+ *                    by then (Chubby's lock-delay).
  *                    '!' cannot start a name segment, so it never collides.
  *
  * Holding: one thread per lease drives, on one curl multi handle, the
@@ -33,6 +43,7 @@
 #define ETCD_DEFAULT_PREFIX "/leasefs/"
 #define ETCD_DEFAULT_TTL_MS 15000
 #define ETCD_HWM_DIR "!epoch/"
+#define ETCD_FENCE_DIR "!fence/"
 /* A single acquire try (deadline already passed) still gets this long. */
 #define ETCD_MIN_TRY_MS 1000
 /* Retry pause after a failed keepalive or a broken watch. */
@@ -407,6 +418,90 @@ static bool put_spare(struct etcd_store *es, const struct grant *g)
 	return kept;
 }
 
+/* ---- fence record ---------------------------------------------------- */
+
+/* The revoked epoch a fence entry carries (its value, in decimal). */
+static uint64_t fence_epoch(json_object *kv)
+{
+	json_object *v = etcd_json_get(kv, "value", NULL);
+	char *raw = NULL;
+	uint64_t e = 0;
+
+	if (v && etcd_unb64(json_object_get_string(v), &raw, NULL) == 0)
+		e = strtoull(raw, NULL, 10);
+	free(raw);
+	return e;
+}
+
+/* base64 of the fence value for `epoch`. */
+static char *fence_value(uint64_t epoch)
+{
+	char s[24];
+	int n = snprintf(s, sizeof(s), "%" PRIu64, epoch);
+
+	return etcd_b64(s, (size_t)n);
+}
+
+/* Compare value(key) == vb64. */
+static json_object *cmp_value(const char *kb64, const char *vb64)
+{
+	json_object *c = obj_with_str("key", kb64);
+
+	json_object_object_add(c, "target", json_object_new_string("VALUE"));
+	json_object_object_add(c, "result", json_object_new_string("EQUAL"));
+	json_object_object_add(c, "value", json_object_new_string(vb64));
+	return c;
+}
+
+/* base64 of the high-water mark of a revoked epoch. */
+static char *hwm_revoked_value(uint64_t epoch, bool acked)
+{
+	json_object *mark = json_object_new_object();
+	const char *ms;
+	char *out;
+
+	json_object_object_add(mark, "epoch", etcd_json_int64_str((int64_t)epoch));
+	json_object_object_add(mark, "revoked", json_object_new_int(1));
+	if (acked)
+		json_object_object_add(mark, "acked", json_object_new_int(1));
+	ms = json_object_to_json_string_ext(mark, JSON_C_TO_STRING_PLAIN);
+	out = etcd_b64(ms, strlen(ms));
+	json_object_put(mark);
+	return out;
+}
+
+/*
+ * The revoked holder's acknowledgement: delete its fence entry and mark
+ * the high-water mark acked, iff the fence still carries `epoch`.
+ */
+static int fence_ack(struct etcd_store *es, const char *name, uint64_t epoch,
+		     int64_t deadline)
+{
+	char *fk = key_b64(es, ETCD_FENCE_DIR, name);
+	char *hk = key_b64(es, ETCD_HWM_DIR, name);
+	char *fv = fence_value(epoch), *hv = hwm_revoked_value(epoch, true);
+	json_object *body, *succ, *put, *ans = NULL;
+	int code, r = -ENOMEM;
+
+	if (!fk || !hk || !fv || !hv)
+		goto out;
+	put = obj_with_str("key", hk);
+	json_object_object_add(put, "value", json_object_new_string(hv));
+	succ = one(wrap("request_delete_range", obj_with_str("key", fk)));
+	json_object_array_add(succ, wrap("request_put", put));
+	body = txn_body(one(cmp_value(fk, fv)), succ, NULL);
+	r = etcd_call(&es->cli, "/v3/kv/txn", body, deadline, name, &ans, &code,
+		      NULL);
+	json_object_put(body);
+	json_object_put(ans);
+out:
+	free(fk);
+	free(hk);
+	free(fv);
+	free(hv);
+	return r;
+}
+
 /* ---- acquire -------------------------------------------------------- */
 
 /*
@@ -418,10 +513,11 @@ static int txn_create(struct etcd_store *es, const char *name,
 		      int *code, struct lease_err *err)
 {
 	char *k = key_b64(es, "", name), *hk = key_b64(es, ETCD_HWM_DIR, name);
-	json_object *ans = NULL, *body, *put, *succ, *kv;
+	char *fk = key_b64(es, ETCD_FENCE_DIR, name);
+	json_object *ans = NULL, *body, *put, *succ, *kv, *cmp, *fail;
 	int r;
 
-	if (!k || !hk) {
+	if (!k || !hk || !fk) {
 		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
 		goto out;
 	}
@@ -430,8 +526,11 @@ static int txn_create(struct etcd_store *es, const char *name,
 	json_object_object_add(put, "lease", etcd_json_int64_str(g->id));
 	succ = one(wrap("request_put", put));
 	json_object_array_add(succ, wrap("request_put", obj_with_str("key", hk)));
-	body = txn_body(one(cmp_create(k, 0)), succ,
-			one(wrap("request_range", obj_with_str("key", k))));
+	cmp = one(cmp_create(k, 0));
+	json_object_array_add(cmp, cmp_create(fk, 0));
+	fail = one(wrap("request_range", obj_with_str("key", k)));
+	json_object_array_add(fail, wrap("request_range", obj_with_str("key", fk)));
+	body = txn_body(cmp, succ, fail);
 	r = etcd_call(&es->cli, "/v3/kv/txn", body, deadline, name, &ans, code,
 		      err);
 	json_object_put(body);
@@ -445,13 +544,25 @@ static int txn_create(struct etcd_store *es, const char *name,
 		goto out;
 	}
 	kv = first_kv(txn_range(ans, 0));
-	r = lease_err_set(err, LEASE_E_HELD, 0, name, "lease '%s' is held", name);
+	if (kv) {
+		r = lease_err_set(err, LEASE_E_HELD, 0, name, "lease '%s' is held",
+				  name);
+		if (err)
+			err->holder_epoch = (uint64_t)etcd_json_i64(kv, "create_revision");
+		goto out;
+	}
+	uint64_t fenced = fence_epoch(first_kv(txn_range(ans, 1)));
+
+	r = lease_err_set(err, LEASE_E_HELD, 0, name, "lease '%s' was revoked "
+			  "at epoch %" PRIu64 "; its holder has neither released "
+			  "nor expired yet", name, fenced);
 	if (err)
-		err->holder_epoch = (uint64_t)etcd_json_i64(kv, "create_revision");
+		err->holder_epoch = fenced;
 out:
 	json_object_put(ans);
 	free(k);
 	free(hk);
+	free(fk);
 	return r;
 }
 
@@ -930,7 +1041,16 @@ static int etcd_release(struct lease *l, int64_t deadline)
 	stop_holder(el);
 	r = delete_if_epoch(es, l->name, l->epoch, deadline, NULL);
 	r2 = el ? revoke_id(es, el->lease_id, deadline, l->name, NULL) : 0;
-	return r < 0 ? r : r2;
+	if (r == 0)
+		r = r2;
+	/* After a revoke: this release comes after the holder drained, so
+	 * it is the acknowledgement that lets a successor in. */
+	if (lease_loss_reason(l) == LEASE_LOSS_REVOKED) {
+		r2 = fence_ack(es, l->name, l->epoch, deadline);
+		if (r == 0)
+			r = r2;
+	}
+	return r;
 }
 
 static void etcd_free_lease(struct lease *l)
@@ -1165,30 +1285,31 @@ out:
 }
 
 /*
- * Delete P<name> iff it still has create_revision `epoch`, recording the
- * revocation in the high-water mark.  0, or 1 if the entry changed meanwhile.
+ * Delete P<name> iff it still has create_revision `epoch`, record the
+ * revocation in the high-water mark and put the fence entry (attached to
+ * etcd lease `fence_id`).  0, or 1 if the entry changed meanwhile.
  */
-static int revoke_txn(struct etcd_store *es, const char *name, const char *k,
-		      const char *hk, uint64_t epoch, int64_t deadline,
-		      struct lease_err *err)
+static int revoke_txn(struct etcd_store *es, const char *name, uint64_t epoch,
+		      int64_t fence_id, int64_t deadline, struct lease_err *err)
 {
-	json_object *mark = json_object_new_object(), *put, *succ, *body;
-	json_object *ans = NULL;
-	const char *ms;
-	char *mb64;
+	char *k = key_b64(es, "", name), *hk = key_b64(es, ETCD_HWM_DIR, name);
+	char *fk = key_b64(es, ETCD_FENCE_DIR, name);
+	char *hv = hwm_revoked_value(epoch, false), *fv = fence_value(epoch);
+	json_object *put, *fput, *succ, *body, *ans = NULL;
 	int code, r;
 
-	json_object_object_add(mark, "epoch", etcd_json_int64_str((int64_t)epoch));
-	json_object_object_add(mark, "revoked", json_object_new_int(1));
-	ms = json_object_to_json_string_ext(mark, JSON_C_TO_STRING_PLAIN);
-	mb64 = etcd_b64(ms, strlen(ms));
-	json_object_put(mark);
-	if (!mb64)
-		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
+	if (!k || !hk || !fk || !hv || !fv) {
+		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
+		goto out;
+	}
 	put = obj_with_str("key", hk);
-	json_object_object_add(put, "value", json_object_new_string(mb64));
+	json_object_object_add(put, "value", json_object_new_string(hv));
+	fput = obj_with_str("key", fk);
+	json_object_object_add(fput, "value", json_object_new_string(fv));
+	json_object_object_add(fput, "lease", etcd_json_int64_str(fence_id));
 	succ = one(wrap("request_delete_range", obj_with_str("key", k)));
 	json_object_array_add(succ, wrap("request_put", put));
+	json_object_array_add(succ, wrap("request_put", fput));
 	body = txn_body(one(cmp_create(k, (int64_t)epoch)), succ, NULL);
 	r = etcd_call(&es->cli, "/v3/kv/txn", body, deadline, name, &ans, &code,
 		      err);
@@ -1196,21 +1317,31 @@ static int revoke_txn(struct etcd_store *es, const char *name, const char *k,
 		r = 1;
 	json_object_put(body);
 	json_object_put(ans);
-	free(mb64);
+out:
+	free(k);
+	free(hk);
+	free(fk);
+	free(hv);
+	free(fv);
 	return r;
 }
 
 /* Current holder of P<name>: epoch and etcd lease; -ENOENT if free. */
-static int read_holder(struct etcd_store *es, const char *name, const char *k,
+static int read_holder(struct etcd_store *es, const char *name,
 		       int64_t deadline, uint64_t *epoch, int64_t *lease_id,
 		       struct lease_err *err)
 {
-	json_object *body = obj_with_str("key", k), *ans = NULL, *kv;
+	char *k = key_b64(es, "", name);
+	json_object *body, *ans = NULL, *kv;
 	int code, r;
 
+	if (!k)
+		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
+	body = obj_with_str("key", k);
 	r = etcd_call(&es->cli, "/v3/kv/range", body, deadline, name, &ans,
 		      &code, err);
 	json_object_put(body);
+	free(k);
 	if (r < 0)
 		return r;
 	kv = first_kv(ans);
@@ -1225,37 +1356,190 @@ static int read_holder(struct etcd_store *es, const char *name, const char *k,
 	return r;
 }
 
+/* The TTL (s) the holder's etcd lease was granted with. */
+static int holder_ttl(struct etcd_store *es, const char *name, int64_t lid,
+		      int64_t deadline, int64_t *ttl_s, struct lease_err *err)
+{
+	json_object *body = obj_with_i64("ID", lid), *ans = NULL;
+	int code, r;
+
+	r = etcd_call(&es->cli, "/v3/lease/timetolive", body, deadline, name,
+		      &ans, &code, err);
+	json_object_put(body);
+	if (r == 0)
+		*ttl_s = etcd_json_i64(ans, "grantedTTL");
+	json_object_put(ans);
+	if (r == 0 && *ttl_s <= 0)
+		r = lease_err_set(err, LEASE_E_CORRUPT, 0, name, "etcd reports "
+				  "no TTL for the holder's lease %" PRId64, lid);
+	return r;
+}
+
+/* A fresh etcd lease of `ttl_s` seconds for a fence entry. */
+static int fence_grant(struct etcd_store *es, const char *name, int64_t ttl_s,
+		       int64_t deadline, int64_t *id, struct lease_err *err)
+{
+	json_object *body = obj_with_i64("TTL", ttl_s), *ans = NULL;
+	int code, r;
+
+	r = etcd_call(&es->cli, "/v3/lease/grant", body, deadline, name, &ans,
+		      &code, err);
+	json_object_put(body);
+	if (r == 0)
+		*id = etcd_json_i64(ans, "ID");
+	json_object_put(ans);
+	if (r == 0 && *id == 0)
+		r = lease_err_set(err, LEASE_E_CORRUPT, 0, name,
+				  "etcd lease grant answered without ID");
+	return r;
+}
+
+/* One revoke round: 0, 1 if the holder changed meanwhile, or -errno. */
+static int revoke_once(struct etcd_store *es, const char *name,
+		       int64_t deadline, uint64_t *epoch,
+		       struct lease_err *err)
+{
+	int64_t lid = 0, ttl_s = 0, fid = 0;
+	int r = read_holder(es, name, deadline, epoch, &lid, err);
+
+	if (r == 0)
+		r = holder_ttl(es, name, lid, deadline, &ttl_s, err);
+	/* One second more than the holder's TTL: its safe_until is at most
+	 * TTL - margin after a keepalive it sent before this point. */
+	if (r == 0)
+		r = fence_grant(es, name, ttl_s + 1, deadline, &fid, err);
+	if (r == 0)
+		r = revoke_txn(es, name, *epoch, fid, deadline, err);
+	if (r != 0 && fid)
+		revoke_id(es, fid, deadline, name, NULL);
+	if (r == 0)
+		r = revoke_id(es, lid, deadline, name, err);
+	return r;
+}
+
 static int etcd_revoke(struct lease_store *st, const char *name,
-		       int64_t deadline, struct lease_err *err)
+		       int64_t deadline, uint64_t *epoch, struct lease_err *err)
 {
 	struct etcd_store *es = store_priv(st);
-	char *k = key_b64(es, "", name), *hk = key_b64(es, ETCD_HWM_DIR, name);
-	uint64_t epoch = 0;
-	int64_t lid = 0;
 	int r = 1;
 
-	if (!k || !hk) {
-		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
-		goto out;
-	}
 	/* Retry while the holder changes under us; each round is bounded. */
-	for (int i = 0; i < 5 && r == 1; i++) {
-		r = read_holder(es, name, k, deadline, &epoch, &lid, err);
-		if (r < 0)
-			goto out;
-		r = revoke_txn(es, name, k, hk, epoch, deadline, err);
-	}
-	if (r == 1) {
+	for (int i = 0; i < 5 && r == 1; i++)
+		r = revoke_once(es, name, deadline, epoch, err);
+	if (r == 1)
 		r = lease_err_set(err, LEASE_E_IO, -EAGAIN, name,
 				  "lease '%s' kept changing hands", name);
-		goto out;
-	}
-	if (r == 0 && lid)
-		r = revoke_id(es, lid, deadline, name, err);
-out:
-	free(k);
-	free(hk);
 	return r;
+}
+
+/* The fence entry of `name`: 1 (present, with the revision to watch
+ * from), 0 (gone) or -errno. */
+static int fence_present(struct etcd_store *es, const char *name,
+			 uint64_t epoch, int64_t deadline, int64_t *rev,
+			 struct lease_err *err)
+{
+	char *fk = key_b64(es, ETCD_FENCE_DIR, name);
+	json_object *body, *ans = NULL, *kv;
+	int code, r;
+
+	if (!fk)
+		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
+	body = obj_with_str("key", fk);
+	r = etcd_call(&es->cli, "/v3/kv/range", body, deadline, name, &ans,
+		      &code, err);
+	json_object_put(body);
+	free(fk);
+	if (r < 0)
+		return r;
+	kv = first_kv(ans);
+	r = kv && fence_epoch(kv) == epoch;
+	*rev = etcd_json_i64(etcd_json_get(ans, "header", NULL), "revision") + 1;
+	json_object_put(ans);
+	return r;
+}
+
+static size_t stop_on_event(char *d, size_t s, size_t n, void *ud)
+{
+	struct etcd_buf *b = ud;
+
+	if (etcd_buf_append(b, d, s * n) < 0 || strstr(b->p, "\"events\""))
+		return 0; /* something happened to the key: look again */
+	return s * n;
+}
+
+/* Block until the fence entry changes (or the deadline). */
+static void fence_watch(struct etcd_store *es, const char *name, int64_t rev,
+			int64_t deadline)
+{
+	char *fk = key_b64(es, ETCD_FENCE_DIR, name), *req = NULL;
+	struct curl_slist *hdrs = NULL;
+	struct etcd_buf b = { 0 };
+	int64_t left = (deadline - lease_now_ns()) / 1000000;
+	CURL *h = NULL;
+
+	if (!fk || left <= 0 ||
+	    asprintf(&req, "{\"create_request\":{\"key\":\"%s\","
+		     "\"start_revision\":\"%" PRId64 "\"}}", fk, rev) < 0)
+		req = NULL;
+	if (req)
+		h = etcd_easy(&es->cli, atomic_load(&es->cli.preferred) %
+			      es->cli.n_endpoints, "/v3/watch", req,
+			      stop_on_event, &b, left + 1, &hdrs);
+	if (h) {
+		curl_easy_perform(h);
+		curl_easy_cleanup(h);
+	}
+	curl_slist_free_all(hdrs);
+	etcd_buf_free(&b);
+	free(req);
+	free(fk);
+}
+
+/* Whether the high-water mark of `name` records an acknowledgement. */
+static bool hwm_acked(struct etcd_store *es, const char *name, int64_t deadline)
+{
+	char *hk = key_b64(es, ETCD_HWM_DIR, name), *raw = NULL;
+	json_object *body, *ans = NULL, *v, *j = NULL;
+	bool acked = false;
+	int code;
+
+	if (!hk)
+		return false;
+	body = obj_with_str("key", hk);
+	if (etcd_call(&es->cli, "/v3/kv/range", body, deadline, name, &ans,
+		      &code, NULL) == 0) {
+		v = etcd_json_get(first_kv(ans), "value", NULL);
+		if (v && etcd_unb64(json_object_get_string(v), &raw, NULL) == 0)
+			j = json_tokener_parse(raw);
+		acked = etcd_json_i64(j, "acked") != 0;
+	}
+	json_object_put(j);
+	json_object_put(body);
+	json_object_put(ans);
+	free(raw);
+	free(hk);
+	return acked;
+}
+
+static int etcd_await_fence(struct lease_store *st, const char *name,
+			    uint64_t epoch, int64_t deadline,
+			    enum lease_fence *out, struct lease_err *err)
+{
+	struct etcd_store *es = store_priv(st);
+	int64_t floor = lease_deadline_ms(ETCD_MIN_TRY_MS), rev = 0;
+	int r;
+
+	*out = LEASE_FENCE_PENDING;
+	while ((r = fence_present(es, name, epoch, deadline > floor ? deadline
+				  : floor, &rev, err)) == 1 &&
+	       !lease_deadline_passed(deadline))
+		fence_watch(es, name, rev, deadline);
+	if (r < 0)
+		return r;
+	if (r == 0)
+		*out = hwm_acked(es, name, floor) ? LEASE_FENCE_ACKED
+						  : LEASE_FENCE_EXPIRED;
+	return 0;
 }
 
 const struct lease_backend lease_backend_etcd = {
@@ -1268,6 +1552,7 @@ const struct lease_backend lease_backend_etcd = {
 	.list = etcd_list,
 	.show = etcd_show,
 	.revoke = etcd_revoke,
+	.await_fence = etcd_await_fence,
 };
 
 const struct lease_backend lease_backend_etcds = {
@@ -1280,4 +1565,5 @@ const struct lease_backend lease_backend_etcds = {
 	.list = etcd_list,
 	.show = etcd_show,
 	.revoke = etcd_revoke,
+	.await_fence = etcd_await_fence,
 };

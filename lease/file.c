@@ -21,9 +21,14 @@
  *
  * Loss is detected by an event: each lease has a watcher thread with an
  * inotify watch on the record's directory; when the record is replaced and
- * no longer shows this lease holding it, loss fires and the byte-0 lock is
- * dropped so a successor can acquire at once.  One inotify instance per
- * held lease (bounded by fs.inotify.max_user_instances).
+ * no longer shows this lease holding it, loss fires.  The byte-0 lock is
+ * kept until the holder releases: that release is its fence
+ * acknowledgement (it comes after the holder drained its writes), and no
+ * successor can be granted the name before it.  A holder that dies is
+ * fenced by the kernel dropping its lock.  One inotify instance per held
+ * lease (bounded by fs.inotify.max_user_instances).
+ *
+ * Epochs never wrap: a name whose record reached 2^64-1 is refused.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -570,10 +575,9 @@ static void *watcher_main(void *arg)
 		if (events_match(buf, n, fl->base))
 			why = check_record(l);
 	}
-	/* Fail closed: the holder learns of the loss before a successor can
-	 * take the grant lock. */
+	/* The grant lock stays: release (after the holder drained) drops
+	 * it, so no successor is granted while this holder may still write. */
 	lease_mark_lost(l, why);
-	drop_grant(fl);
 	return NULL;
 }
 
@@ -707,6 +711,15 @@ static const char *file_local_dir(const struct lease_store *store)
 
 /* ---- acquire -------------------------------------------------------- */
 
+static int epoch_exhausted(struct file_store *fs, const char *name,
+			   struct lease_err *err)
+{
+	return lease_err_set(err, LEASE_E_CORRUPT, 0, name,
+			     "lease '%s' in %s has used up its epochs (2^64-1); "
+			     "an epoch is never reused, so the name cannot be "
+			     "granted again", name, fs->dir);
+}
+
 static int held_error(const char *name, const struct rec *rec,
 		      struct lease_err *err)
 {
@@ -714,9 +727,12 @@ static int held_error(const char *name, const struct rec *rec,
 	uint64_t e = rec->state == LEASE_STATE_REVOKED && rec->epoch
 		? rec->epoch - 1 : rec->epoch;
 	int r = lease_err_set(err, LEASE_E_HELD, 0, name,
-			      "lease '%s' is held at epoch %" PRIu64
-			      " by pid %d%s%s", name, e, (int)rec->pid,
-			      rec->holder[0] ? " " : "", rec->holder);
+			      "lease '%s' %s at epoch %" PRIu64
+			      " by pid %d%s%s", name,
+			      rec->state == LEASE_STATE_REVOKED ?
+			      "was revoked and is not yet released" : "is held",
+			      e, (int)rec->pid, rec->holder[0] ? " " : "",
+			      rec->holder);
 
 	if (err)
 		err->holder_epoch = e;
@@ -736,6 +752,8 @@ static int grant(struct lease_store *store, const char *name, int lock_fd,
 			   .pid = getpid() };
 	int r;
 
+	if (old->epoch == UINT64_MAX)
+		return epoch_exhausted(fs, name, err);
 	holder_clean(rec.holder, sizeof(rec.holder), store->opts.holder);
 	r = lease_alloc(store, name, rec.epoch, &l);
 	if (r == 0)
@@ -854,7 +872,7 @@ static void file_free_lease(struct lease *l)
 }
 
 static int file_revoke(struct lease_store *store, const char *name,
-		       int64_t deadline, struct lease_err *err)
+		       int64_t deadline, uint64_t *epoch, struct lease_err *err)
 {
 	struct file_store *fs = fs_of(store);
 	struct rec rec;
@@ -892,12 +910,84 @@ static int file_revoke(struct lease_store *store, const char *name,
 				  "cannot revoke '%s': not held", name);
 		goto out_close;
 	}
-	rec.epoch++;
+	if (rec.epoch == UINT64_MAX) {
+		r = epoch_exhausted(fs, name, err);
+		goto out_close;
+	}
+	*epoch = rec.epoch++;
 	rec.state = LEASE_STATE_REVOKED;
 	r = rec_write(fs, name, &rec, err);
 out_close:
 	close(fd);
 	return r;
+}
+
+/* Fenced once the grant lock is free, or once a later grant shows that
+ * it was freed and taken again. */
+static int fence_check(struct file_store *fs, const char *name, int fd,
+		       uint64_t epoch, bool *done)
+{
+	struct rec rec = { 0 };
+	bool held = true;
+	int r = grant_is_held(fd, &held);
+
+	if (r == 0 && held)
+		r = rec_read(fs, name, &rec, NULL, NULL);
+	*done = r == 0 && (!held || rec.epoch > epoch + 1);
+	return r;
+}
+
+/*
+ * Wait for the revoked holder's grant lock to go.  Its holder opened the
+ * lock file for writing, so closing it raises IN_CLOSE_WRITE: the wait is
+ * on that event, with a check after each.
+ */
+static int file_await_fence(struct lease_store *store, const char *name,
+			    uint64_t epoch, int64_t deadline,
+			    enum lease_fence *out, struct lease_err *err)
+{
+	struct file_store *fs = fs_of(store);
+	char rel[LEASE_NAME_MAX + 16], buf[4096]
+		__attribute__((aligned(__alignof__(struct inotify_event))));
+	int fd = -1, ino = -1, r;
+	bool done = false;
+
+	*out = LEASE_FENCE_PENDING;
+	r = rel_path(rel, sizeof(rel), name, ".lock");
+	if (r == 0)
+		r = (ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK)) < 0 ? -errno : 0;
+	if (r == 0) {
+		fd = open_lockfile(fs, name, false);
+		r = fd < 0 ? fd : 0;
+	}
+	if (r == 0 && (size_t)snprintf(buf, sizeof(buf), "%s/%s", fs->dir, rel) >=
+		      sizeof(buf))
+		r = -ENAMETOOLONG;
+	if (r == 0 && inotify_add_watch(ino, buf, IN_CLOSE_WRITE) < 0)
+		r = -errno;
+	while (r == 0 && (r = fence_check(fs, name, fd, epoch, &done)) == 0 &&
+	       !done) {
+		int64_t left = deadline - lease_now_ns();
+		struct pollfd p = { .fd = ino, .events = POLLIN };
+
+		if (left <= 0)
+			break;
+		if (poll(&p, 1, (int)(left / 1000000 + 1)) < 0 && errno != EINTR)
+			r = -errno;
+		while (read(ino, buf, sizeof(buf)) > 0)
+			;
+	}
+	if (done)
+		*out = LEASE_FENCE_ACKED;
+	if (fd >= 0)
+		close(fd);
+	if (ino >= 0)
+		close(ino);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, name,
+				     "cannot wait for '%s' to be released: %s",
+				     name, strerror(-r));
+	return 0;
 }
 
 /* ---- operator view -------------------------------------------------- */
@@ -1029,5 +1119,6 @@ const struct lease_backend lease_backend_file = {
 	.list = file_list,
 	.show = file_show,
 	.revoke = file_revoke,
+	.await_fence = file_await_fence,
 	.local_dir = file_local_dir,
 };

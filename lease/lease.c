@@ -382,11 +382,25 @@ int lease_show(struct lease_store *store, const char *name,
 }
 
 int lease_revoke(struct lease_store *store, const char *name, int64_t deadline,
-		 struct lease_err *err)
+		 enum lease_fence *fence, struct lease_err *err)
 {
+	uint64_t epoch = 0;
 	int r = lease_name_validate(name, err);
 
 	if (r < 0)
 		return r;
-	return store->be->revoke(store, name, deadline, err);
+	r = store->be->revoke(store, name, deadline, &epoch, err);
+	if (r < 0 || !fence)
+		return r;
+	return store->be->await_fence(store, name, epoch, deadline, fence, err);
+}
+
+const char *lease_fence_str(enum lease_fence f)
+{
+	switch (f) {
+	case LEASE_FENCE_ACKED: return "acknowledged";
+	case LEASE_FENCE_EXPIRED: return "expired";
+	case LEASE_FENCE_PENDING: return "pending";
+	}
+	return "unknown";
 }

@@ -185,10 +185,30 @@ int lease_list(struct lease_store *store, lease_list_cb cb, void *userdata,
 	       struct lease_err *err);
 int lease_show(struct lease_store *store, const char *name,
 	       struct lease_info *info, struct lease_err *err);
-/* Force loss on the current holder of `name`: its epoch is superseded and
- * its loss notification fires.  -ENOENT (LEASE_E_IO) if nothing is held. */
+/*
+ * How a revoked holder stopped being a writer.  Invariant of every store:
+ * a revoked name is granted to a successor only after one of the first two
+ * has happened, so two holders never both believe they may write.
+ */
+enum lease_fence {
+	LEASE_FENCE_ACKED,   /* the holder saw its loss, drained and released */
+	LEASE_FENCE_EXPIRED, /* it did not answer, but its safe-until bound
+				(TTL stores) has passed: it cannot believe
+				itself healthy any more */
+	LEASE_FENCE_PENDING, /* neither by the deadline: the name stays shut
+				to successors until one of them happens */
+};
+const char *lease_fence_str(enum lease_fence f);
+
+/*
+ * Force loss on the current holder of `name`: its epoch is superseded and
+ * its loss notification fires.  -ENOENT (LEASE_E_IO) if nothing is held.
+ * With `fence` non-NULL, also wait (until `deadline`) for the holder to be
+ * fenced and say how; a deadline that passes first is LEASE_FENCE_PENDING
+ * with a return of 0 (the revoke itself stands).
+ */
 int lease_revoke(struct lease_store *store, const char *name, int64_t deadline,
-		 struct lease_err *err);
+		 enum lease_fence *fence, struct lease_err *err);
 
 /* ---- mem backend test hooks ------------------------------------------ */
 /* Force loss of the current holder of `name` in a "mem:" store, with the

@@ -4,8 +4,10 @@
  *
  * Each open is a new, independent store.  Semantics follow the file
  * backend: epochs are monotonic per name for the life of the store, a
- * revoke supersedes the holder's epoch (state revoked), a release clears
- * the entry only if it still carries the releasing lease's epoch.
+ * revoke supersedes the holder's epoch (state revoked) and keeps the name
+ * shut until the revoked holder releases (its fence acknowledgement), a
+ * release clears the entry only if it still carries the releasing lease's
+ * epoch.
  * lease_mem_force_loss() simulates expiry (frees the name) and takeover
  * (a phantom holder gets epoch+1).
  */
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -25,11 +28,14 @@ struct mem_entry {
 	enum lease_state state;
 	struct lease *holder;    /* live holder object; NULL if none or phantom */
 	pid_t holder_pid;        /* 0 for a phantom holder */
+	struct lease *fencing;   /* revoked holder that has not released yet */
 };
 
 struct mem_store {
-	/* lock protects entries and every field of every entry. */
+	/* lock protects entries and every field of every entry; released
+	 * is broadcast when a revoked holder releases. */
 	pthread_mutex_t lock;
+	pthread_cond_t released;
 	struct mem_entry *entries;
 };
 
@@ -78,6 +84,12 @@ static int mem_open(struct lease_store *store, const char *rest,
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL,
 				     "out of memory");
 	pthread_mutex_init(&ms->lock, NULL);
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ms->released, &ca);
+	pthread_condattr_destroy(&ca);
 	store->priv = ms;
 	return 0;
 }
@@ -95,6 +107,7 @@ static void mem_close(struct lease_store *store)
 		free(e);
 	}
 	pthread_mutex_destroy(&ms->lock);
+	pthread_cond_destroy(&ms->released);
 	free(ms);
 	store->priv = NULL;
 }
@@ -121,6 +134,15 @@ static int mem_try_acquire(struct lease_store *store, const char *name,
 				  (unsigned long long)e->epoch);
 		if (err)
 			err->holder_epoch = e->epoch;
+		goto out_unlock;
+	}
+	if (e->fencing) {
+		r = lease_err_set(err, LEASE_E_HELD, 0, name,
+				  "lease '%s' was revoked at epoch %llu and its "
+				  "holder has not released yet", name,
+				  (unsigned long long)e->fencing->epoch);
+		if (err)
+			err->holder_epoch = e->fencing->epoch;
 		goto out_unlock;
 	}
 	r = lease_alloc(store, name, e->epoch + 1, &l);
@@ -152,6 +174,10 @@ static int mem_release(struct lease *lease, int64_t deadline)
 		e->state = LEASE_STATE_FREE;
 		e->holder = NULL;
 		e->holder_pid = 0;
+	}
+	if (e && e->fencing == lease) {
+		e->fencing = NULL;
+		pthread_cond_broadcast(&ms->released);
 	}
 	pthread_mutex_unlock(&ms->lock);
 	return 0;
@@ -247,7 +273,7 @@ static void entry_supersede(struct mem_entry *e, enum lease_loss why,
 }
 
 static int mem_revoke(struct lease_store *store, const char *name,
-		      int64_t deadline, struct lease_err *err)
+		      int64_t deadline, uint64_t *epoch, struct lease_err *err)
 {
 	struct mem_store *ms = mem_of(store);
 	struct mem_entry *e;
@@ -261,10 +287,38 @@ static int mem_revoke(struct lease_store *store, const char *name,
 				  "cannot revoke '%s': not held", name);
 		goto out_unlock;
 	}
+	*epoch = e->epoch;
+	e->fencing = e->holder;
 	entry_supersede(e, LEASE_LOSS_REVOKED, LEASE_STATE_REVOKED, true);
 out_unlock:
 	pthread_mutex_unlock(&ms->lock);
 	return r;
+}
+
+/* Caller holds ms->lock: whether the holder revoked at `epoch` is still
+ * unreleased. */
+static bool still_fencing(struct mem_entry *e, uint64_t epoch)
+{
+	return e && e->fencing && e->fencing->epoch == epoch;
+}
+
+static int mem_await_fence(struct lease_store *store, const char *name,
+			   uint64_t epoch, int64_t deadline,
+			   enum lease_fence *out, struct lease_err *err)
+{
+	struct mem_store *ms = mem_of(store);
+	struct timespec ts = { deadline / 1000000000LL, deadline % 1000000000LL };
+	struct mem_entry *e;
+
+	(void)err;
+	pthread_mutex_lock(&ms->lock);
+	e = entry_find(ms, name);
+	while (still_fencing(e, epoch) &&
+	       pthread_cond_timedwait(&ms->released, &ms->lock, &ts) == 0)
+		;
+	*out = still_fencing(e, epoch) ? LEASE_FENCE_PENDING : LEASE_FENCE_ACKED;
+	pthread_mutex_unlock(&ms->lock);
+	return 0;
 }
 
 int lease_mem_force_loss(struct lease_store *store, const char *name,
@@ -304,5 +358,6 @@ const struct lease_backend lease_backend_mem = {
 	.list = mem_list,
 	.show = mem_show,
 	.revoke = mem_revoke,
+	.await_fence = mem_await_fence,
 	.local_dir = NULL,
 };

@@ -187,25 +187,76 @@ static void test_release_idempotent(void **state)
 	lease_free(l2);
 }
 
-static void test_stale_release(void **state)
+struct fencer {
+	struct lease *l;
+	int rc;
+};
+
+/* The holder's side of a revoke: it sees its loss, then releases. */
+static void *release_on_loss(void *arg)
+{
+	struct fencer *f = arg;
+
+	f->rc = tu_wait_readable(lease_loss_fd(f->l), WAIT_MS)
+		? lease_release(f->l, lease_deadline_ms(WAIT_MS)) : -ETIMEDOUT;
+	return NULL;
+}
+
+/*
+ * Revoke waits for the holder's acknowledgement (its release after the
+ * loss) and says so; only then is a successor granted, and a repeated
+ * release by the old holder never frees the successor.
+ */
+static void test_fence_acked(void **state)
 {
 	struct ctx *c = *state;
 	char name[128];
 	struct lease_err err = { 0 };
 	struct lease_info info;
-	struct lease *a = must_acquire(c->store, mkname(name, sizeof(name), "stale"), 0);
+	enum lease_fence fence = LEASE_FENCE_PENDING;
+	struct fencer f = { .l = must_acquire(c->store,
+				mkname(name, sizeof(name), "acked"), 0) };
+	pthread_t t;
 
-	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), &err), 0);
-	assert_true(tu_wait_readable(lease_loss_fd(a), WAIT_MS));
-	/* The backend may drop the old holder's lock just after the loss fires. */
-	struct lease *b = must_acquire(c->store, name, lease_deadline_ms(WAIT_MS));
-	assert_true(lease_epoch(b) > lease_epoch(a));
-	assert_int_equal(lease_release(a, lease_deadline_ms(WAIT_MS)), 0);
+	assert_int_equal(pthread_create(&t, NULL, release_on_loss, &f), 0);
+	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS),
+				      &fence, &err), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(f.rc, 0);
+	assert_int_equal(fence, LEASE_FENCE_ACKED);
+	struct lease *b = must_acquire(c->store, name, 0);
+	assert_true(lease_epoch(b) > lease_epoch(f.l));
+	assert_int_equal(lease_release(f.l, lease_deadline_ms(WAIT_MS)), 0);
 	assert_false(lease_is_lost(b));
 	assert_int_equal(must_be_held(c->store, name), lease_epoch(b));
 	assert_int_equal(lease_show(c->store, name, &info, &err), 0);
 	assert_int_equal(info.state, LEASE_STATE_HELD);
 	assert_int_equal(info.epoch, lease_epoch(b));
+	lease_free(f.l);
+	lease_free(b);
+}
+
+/*
+ * A revoked holder that does not answer keeps the name shut: revoke says
+ * PENDING at its deadline, a successor is refused with the revoked epoch,
+ * and the holder's late release lets the successor in.
+ */
+static void test_fence_pending(void **state)
+{
+	struct ctx *c = *state;
+	char name[128];
+	struct lease_err err = { 0 };
+	enum lease_fence fence = LEASE_FENCE_ACKED;
+	struct lease *a = must_acquire(c->store, mkname(name, sizeof(name), "pend"), 0);
+
+	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(300),
+				      &fence, &err), 0);
+	assert_int_equal(fence, LEASE_FENCE_PENDING);
+	assert_true(lease_is_lost(a));
+	assert_int_equal(must_be_held(c->store, name), lease_epoch(a));
+	assert_int_equal(lease_release(a, lease_deadline_ms(WAIT_MS)), 0);
+	struct lease *b = must_acquire(c->store, name, lease_deadline_ms(WAIT_MS));
+	assert_true(lease_epoch(b) > lease_epoch(a));
 	lease_free(a);
 	lease_free(b);
 }
@@ -237,11 +288,11 @@ static void test_revoke_fires_loss(void **state)
 	uint64_t e = lease_epoch(l);
 
 	lease_set_loss_cb(l, loss_cb, &rec);
-	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), &err), 0);
+	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), NULL, &err), 0);
 	assert_true(tu_wait_readable(lease_loss_fd(l), WAIT_MS));
 	assert_int_equal(lease_loss_reason(l), LEASE_LOSS_REVOKED);
 	/* Nothing is held any more: a second revoke is refused. */
-	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), &err),
+	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), NULL, &err),
 			 -ENOENT);
 	assert_int_equal(err.kind, LEASE_E_IO);
 	assert_int_equal(lease_release(l, lease_deadline_ms(WAIT_MS)), 0);
@@ -264,12 +315,12 @@ static void test_revoke_free_name(void **state)
 	struct lease_err err = { 0 };
 
 	mkname(name, sizeof(name), "revfree");
-	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), &err),
+	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), NULL, &err),
 			 -ENOENT);
 	assert_int_equal(err.kind, LEASE_E_IO);
 	struct lease *l = must_acquire(c->store, name, 0);
 	assert_int_equal(lease_release(l, lease_deadline_ms(WAIT_MS)), 0);
-	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), &err),
+	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), NULL, &err),
 			 -ENOENT);
 	lease_free(l);
 }
@@ -490,7 +541,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_epochs_increase, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_independent_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_idempotent, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stale_release, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fence_acked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fence_pending, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revoke_fires_loss, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revoke_free_name, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deadline_waits_for_release, setup, teardown),

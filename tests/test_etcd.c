@@ -313,7 +313,7 @@ static void test_operator_revoke(void **state)
 
 		epoch = lease_epoch(l);
 		assert_int_equal(lease_revoke(op, "ops/revoked",
-					      lease_deadline_ms(5000), &err), 0);
+					      lease_deadline_ms(5000), NULL, &err), 0);
 		await_loss(l, t0, &tot[i], &aft[i]);
 		assert_int_equal(lease_loss_reason(l), LEASE_LOSS_REVOKED);
 		lease_free(l);
@@ -325,7 +325,7 @@ static void test_operator_revoke(void **state)
 	assert_int_equal(info.state, LEASE_STATE_REVOKED);
 	assert_int_equal(info.epoch, epoch);
 	assert_int_equal(lease_revoke(op, "ops/revoked", lease_deadline_ms(5000),
-				      &err), -ENOENT);
+				      NULL, &err), -ENOENT);
 	lease_store_close(op);
 	lease_store_close(st);
 }
@@ -752,7 +752,7 @@ static void test_tls_hold_and_revoke(void **state)
 	assert_true(lease_safe_until(l) > s0);
 	/* The watch over TLS delivers an operator revoke promptly. */
 	t0 = lease_now_ns();
-	assert_int_equal(lease_revoke(op, "tls/a", lease_deadline_ms(5000), &err), 0);
+	assert_int_equal(lease_revoke(op, "tls/a", lease_deadline_ms(5000), NULL, &err), 0);
 	await_loss(l, t0, &tot, &aft);
 	assert_int_equal(lease_loss_reason(l), LEASE_LOSS_REVOKED);
 	printf("# TLS: revoke -> loss %.2f ms (%.2f ms after the revoke returned)\n",

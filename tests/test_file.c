@@ -383,7 +383,7 @@ static void test_revoke_latency(void **state)
 
 		lease_set_loss_cb(l, stamp_cb, &lost_at);
 		int64_t called = lease_now_ns();
-		if (lease_revoke(op, name, lease_deadline_ms(WAIT_MS), &err) < 0)
+		if (lease_revoke(op, name, lease_deadline_ms(WAIT_MS), NULL, &err) < 0)
 			fail_msg("revoke run %d: %s", i, err.msg);
 		int64_t returned = lease_now_ns();
 		if (!tu_wait_readable(lease_loss_fd(l), WAIT_MS))
@@ -421,7 +421,7 @@ static void test_revoke_from_process(void **state)
 		int64_t t;
 
 		if (lease_store_open(c->uri, NULL, &s, NULL) < 0 ||
-		    lease_revoke(s, name, lease_deadline_ms(WAIT_MS), NULL) < 0)
+		    lease_revoke(s, name, lease_deadline_ms(WAIT_MS), NULL, NULL) < 0)
 			_exit(4);
 		t = lease_now_ns();
 		_exit(write(res[1], &t, sizeof(t)) == sizeof(t) ? 0 : 5);
@@ -527,7 +527,7 @@ static void check_corrupt(struct ctx *c, const char *name, enum damage how)
 	assert_int_equal(lease_acquire(c->store, name, lease_deadline_ms(200), &l, &err),
 			 -EUCLEAN);
 	assert_int_equal(lease_show(c->store, name, &info, &err), -EUCLEAN);
-	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), &err),
+	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), NULL, &err),
 			 -ENOENT); /* not held: the lock is free */
 	/* Nothing was written. */
 	assert_int_equal(slurp(path, now, sizeof(now)), blen);
