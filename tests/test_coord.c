@@ -413,6 +413,41 @@ static void test_healthy_latches_on_takeover(void **state)
 	coord_free(c);
 }
 
+/*
+ * A revoked coordinator acknowledges only once its admitted mutations have
+ * drained: before that the store keeps the successor out; after it the
+ * successor gets the root at once, and shutdown releases the root no
+ * second time.
+ */
+static void test_fence_after_drain(void **state)
+{
+	struct fx *f = *state;
+	struct coord *c = fx_open(f);
+	struct lease_err err = { 0 };
+	struct lease *succ = NULL;
+
+	assert_int_equal(coord_fence(c, 0), -EINVAL);
+	assert_int_equal(coord_enter(c), 0);
+	assert_int_equal(lease_revoke(f->store, f->root_name, 0, NULL, &err), 0);
+	assert_true(wait_loss(f, 2000));
+	assert_int_equal(coord_fence(c, 0), -ETIMEDOUT);
+	assert_int_equal(rel_count(f), 0);
+	assert_int_equal(lease_acquire(f->store, f->root_name, 0, &succ, &err),
+			 -EBUSY);
+	coord_exit(c);
+	assert_int_equal(coord_fence(c, 0), 0);
+	assert_int_equal(rel_count(f), 1);
+	assert_string_equal(f->rel_names[0], f->root_name);
+	assert_int_equal(lease_acquire(f->store, f->root_name, 0, &succ, &err), 0);
+	assert_int_equal(coord_fence(c, 0), 0);
+	assert_int_equal(coord_shutdown(c, 1000), 0);
+	assert_int_equal(rel_count(f), 2);
+	assert_string_equal(f->rel_names[1], "sessions/" SESSION_UUID);
+	assert_false(lease_is_lost(succ));
+	lease_free(succ);
+	coord_free(c);
+}
+
 static void test_session_loss_latches(void **state)
 {
 	struct fx *f = *state;
@@ -750,6 +785,7 @@ int main(void)
 		T(test_bad_config),
 		cmocka_unit_test(test_placement_parse),
 		T(test_healthy_latches_on_takeover),
+		T(test_fence_after_drain),
 		T(test_session_loss_latches),
 		T(test_admission_closes_on_loss),
 		T(test_shutdown_order_live_deadlines),

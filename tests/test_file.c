@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
 
 #include "testutil.h"
 
@@ -541,6 +543,53 @@ static void check_corrupt(struct ctx *c, const char *name, enum damage how)
 	free(path);
 }
 
+/* The record text for `epoch` with a valid checksum (the format of
+ * lease/file.c, written out independently). */
+static size_t valid_record(char *buf, size_t sz, const char *name,
+			   uint64_t epoch)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	int n = snprintf(buf, sz, "leasefs-lease-record v1\nname %s\nepoch %"
+			 PRIu64 "\nstate free\npid 0\nholder \n", name, epoch);
+
+	assert_true(n > 0 && (size_t)n < sz);
+	assert_int_equal(EVP_Digest(buf, (size_t)n, md, &mdlen, EVP_sha256(),
+				    NULL), 1);
+	n += snprintf(buf + n, sz - (size_t)n, "sha256 ");
+	for (unsigned i = 0; i < mdlen; i++)
+		n += snprintf(buf + n, sz - (size_t)n, "%02x", md[i]);
+	n += snprintf(buf + n, sz - (size_t)n, "\n");
+	return (size_t)n;
+}
+
+/* An epoch at 2^64-1 is refused, never wrapped to 0 and reused. */
+static void test_epoch_exhausted(void **state)
+{
+	struct ctx *c = *state;
+	const char *name = "exhausted";
+	char *path = rec_path(c, name, ".rec"), rec[1024], now[1024];
+	struct lease_err err = { 0 };
+	struct lease *l = NULL;
+	size_t len;
+
+	acquire_release(c->store, name);
+	len = valid_record(rec, sizeof(rec), name, UINT64_MAX - 1);
+	spit(path, rec, len);
+	l = must_acquire(c->store, name, 0);
+	assert_true(lease_epoch(l) == UINT64_MAX);
+	lease_free(l);
+	l = NULL;
+	assert_int_equal(lease_acquire(c->store, name, 0, &l, &err), -EUCLEAN);
+	assert_int_equal(err.kind, LEASE_E_CORRUPT);
+	assert_non_null(strstr(err.msg, "2^64-1"));
+	assert_null(l);
+	len = slurp(path, now, sizeof(now) - 1);
+	now[len] = '\0';
+	assert_non_null(strstr(now, "\nepoch 18446744073709551615\n"));
+	free(path);
+}
+
 static void test_corrupt_truncated_empty(void **state)
 {
 	check_corrupt(*state, "corrupt/empty", TRUNCATE_EMPTY);
@@ -675,6 +724,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kill9_reclaims_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revoke_latency, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revoke_from_process, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_epoch_exhausted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_truncated_empty, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_truncated_half, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_garbage, setup, teardown),
