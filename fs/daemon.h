@@ -12,11 +12,14 @@
 /*
  * Host-scoped lock on the (dev, ino) identity of `root`: an OFD lock on
  * LEASEFS_RUN_DIR/roots/<dev>-<ino>.lock, held for the life of *fd (the
- * kernel drops it when the daemon dies).  The file then reads
- * "<lease_name> epoch <epoch> pid <pid>".  Refuses a second exclusive
- * mount of one directory however it is spelled (bind mounts included):
- * LEASE_E_HELD, err->name = root, err->holder_epoch = the epoch recorded
- * by the holder.  Retries until `deadline` (a passed deadline: one try).
+ * kernel drops it when the daemon dies).  Exclusive mounts take it for
+ * writing and record "<lease_name> epoch <epoch> pid <pid>" in it; shared
+ * and session mounts take it for reading (lease_name NULL).  So one
+ * directory, however it is spelled (bind mounts included), has either one
+ * exclusive mount or any number of shared/session mounts on this host.
+ * Refused: LEASE_E_HELD, err->name = root, err->holder_epoch = the epoch
+ * an exclusive holder recorded (0 for readers).  Retries until `deadline`
+ * (a passed deadline: one try).
  */
 int hostlock_take(const char *root, const char *lease_name, uint64_t epoch,
 		  int64_t deadline, int *fd, struct lease_err *err);

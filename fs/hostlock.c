@@ -43,6 +43,14 @@ static uint64_t holder_epoch(int fd)
 	return e;
 }
 
+/* Whether what keeps a writer out is read locks (shared/session mounts). */
+static bool conflict_is_readers(int fd)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+
+	return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_RDLCK;
+}
+
 /* Record the holder.  Overwrite first, then cut the tail, so a contender
  * reading concurrently never sees an empty file. */
 static int write_holder(int fd, const char *lease_name, uint64_t epoch)
@@ -58,9 +66,9 @@ static int write_holder(int fd, const char *lease_name, uint64_t epoch)
 
 /* One F_OFD_SETLK try per 20 ms until `deadline`: an OFD lock wait has no
  * timeout of its own.  0, -EAGAIN (held) or another -errno. */
-static int lock_until(int fd, int64_t deadline)
+static int lock_until(int fd, short type, int64_t deadline)
 {
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET };
 	const struct timespec pause = { 0, 20 * 1000000L };
 
 	for (;;) {
@@ -98,19 +106,24 @@ int hostlock_take(const char *root, const char *lease_name, uint64_t epoch,
 		return lease_err_set(err, LEASE_E_IO, -errno, root,
 				     "cannot open host lock %s: %s", path,
 				     strerror(errno));
-	r = lock_until(fd, deadline);
+	r = lock_until(fd, lease_name ? F_WRLCK : F_RDLCK, deadline);
 	if (r == -EAGAIN) {
-		uint64_t held = holder_epoch(fd);
+		bool readers = conflict_is_readers(fd);
+		uint64_t held = readers ? 0 : holder_epoch(fd);
 
 		close(fd);
-		r = lease_err_set(err, LEASE_E_HELD, 0, root,
-				  "workspace busy: %s held at epoch %" PRIu64,
-				  root, held);
+		r = !readers
+			? lease_err_set(err, LEASE_E_HELD, 0, root,
+					"workspace busy: %s held at epoch %"
+					PRIu64, root, held)
+			: lease_err_set(err, LEASE_E_HELD, 0, root,
+					"workspace busy: %s has shared or "
+					"session mounts on this host", root);
 		if (err)
 			err->holder_epoch = held;
 		return r;
 	}
-	if (r == 0)
+	if (r == 0 && lease_name)
 		r = write_holder(fd, lease_name, epoch);
 	if (r < 0) {
 		close(fd);

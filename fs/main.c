@@ -441,7 +441,7 @@ static int after_acquire(void *ud, const char *root, struct lease_err *err)
 	 * would keep a legitimate successor out.
 	 */
 	if (d->opts->placement != COORD_EXCLUSIVE ||
-	    strcmp(lease_store_scheme(d->store), "file") != 0)
+	    !lease_store_local_dir(d->store))
 		return 0;
 	r = lease_root_name(root, name, sizeof(name));
 	if (r < 0)
@@ -481,11 +481,16 @@ struct loss_work {
 	int64_t ro_next;    /* CLOCK_MONOTONIC ns of the next remount try */
 };
 
-/* First reaction to loss: say so and free the host lock. */
 static void loss_begin(struct daemon *d)
 {
 	fprintf(stderr, "leasefs: lease lost (%s); %s is read-only now\n",
 		lease_loss_str(coord_loss_reason(d->coord)), d->opts->mountpoint);
+}
+
+/* Fenced: nothing of ours writes the root any more; let its next owner
+ * (on this host) in. */
+static void drop_hostlock(struct daemon *d)
+{
 	if (d->hostlock_fd >= 0) {
 		close(d->hostlock_fd);
 		d->hostlock_fd = -1;
@@ -532,8 +537,11 @@ static int loss_step(struct daemon *d, struct loss_work *w)
 		w->seen = true;
 		loss_begin(d);
 	}
-	if (!w->fenced)
+	if (!w->fenced) {
 		w->fenced = coord_fence(d->coord, FENCE_STEP_MS) != -ETIMEDOUT;
+		if (w->fenced)
+			drop_hostlock(d);
+	}
 	if (!w->caches_dropped) {
 		lfs_after_loss(d->fs);
 		w->caches_dropped = true;
@@ -615,6 +623,41 @@ static int block_signals(struct daemon *d)
 	return d->signal_fd < 0 || d->event_fd < 0 ? -errno : 0;
 }
 
+/*
+ * Shared and session placements write into ROOT without a root lease, so
+ * they must not start while another session holds ROOT exclusively: the
+ * store's root lease is checked (across hosts, at this moment), and on the
+ * file store the host lock is taken for reading, which also keeps an
+ * exclusive mount out for as long as this one lives.  Nothing is touched
+ * in ROOT before this.
+ */
+static int share_root(struct daemon *d, struct lease_err *err)
+{
+	struct lease_info info = { 0 };
+	char name[LEASE_NAME_MAX + 1];
+	const char *root = d->opts->canon_root;
+	int r;
+
+	if (d->opts->placement == COORD_EXCLUSIVE)
+		return 0;
+	r = lease_root_name(root, name, sizeof(name));
+	if (r == 0)
+		r = lease_show(d->store, name, &info, err);
+	if (r < 0)
+		return r;
+	if (info.state == LEASE_STATE_HELD) {
+		r = lease_err_set(err, LEASE_E_HELD, 0, root, "workspace busy: "
+				  "%s held at epoch %" PRIu64, root, info.epoch);
+		if (err)
+			err->holder_epoch = info.epoch;
+		return r;
+	}
+	if (!lease_store_local_dir(d->store))
+		return 0;
+	return hostlock_take(root, NULL, 0, d->acquire_deadline,
+			     &d->hostlock_fd, err);
+}
+
 static int open_coord(struct daemon *d, struct lease_err *err)
 {
 	struct mount_opts *o = d->opts;
@@ -637,6 +680,9 @@ static int open_coord(struct daemon *d, struct lease_err *err)
 	};
 	int r = lease_store_open(o->leases, &so, &d->store, err);
 
+	if (r < 0)
+		return r;
+	r = share_root(d, err);
 	if (r < 0)
 		return r;
 	cfg.store = d->store;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "coord.h"
@@ -43,6 +44,7 @@ struct coord {
 	void (*on_loss)(void *userdata, enum lease_loss why);
 	void *on_loss_userdata;
 	char root[PATH_MAX];
+	bool made_session_dir;       /* session placement created root */
 	char session_id[37];
 	char root_name[LEASE_NAME_MAX + 1];
 	char session_name[LEASE_NAME_MAX + 1];
@@ -344,6 +346,14 @@ int coord_fence(struct coord *c, int64_t drain_timeout_ms)
 	return 0;
 }
 
+/* A session directory this coordinator made goes again if nothing was
+ * put in it (rmdir refuses a non-empty one). */
+static void remove_empty_session_dir(struct coord *c)
+{
+	if (c->made_session_dir)
+		rmdir(c->root);
+}
+
 static int teardown(struct coord *c, int64_t drain_timeout_ms)
 {
 	int r;
@@ -351,6 +361,7 @@ static int teardown(struct coord *c, int64_t drain_timeout_ms)
 	r = coord_close_admission(c, drain_timeout_ms);
 	release_once(c, c->root_lease, &c->root_released);
 	release_once(c, c->session_lease, &c->session_released);
+	remove_empty_session_dir(c);
 	set_state(c, COORD_CLOSED);
 	return r;
 }
@@ -540,11 +551,12 @@ static int check_lease_dir(const struct coord *c, struct lease_err *err)
 }
 
 /* Session placement: ROOT/<uuid>, created 0700 if missing. */
-static int make_session_dir(const struct coord *c, struct lease_err *err)
+static int make_session_dir(struct coord *c, struct lease_err *err)
 {
 	struct stat st;
 
 	if (mkdir(c->root, 0700) == 0) {
+		c->made_session_dir = true;
 		if (chmod(c->root, 0700) < 0)
 			goto fail;
 		return 0;
@@ -636,6 +648,7 @@ static int take_leases(struct coord *c, const struct coord_config *cfg,
 	}
 	return 0;
 out_root:
+	remove_empty_session_dir(c);
 	release_quietly(c, &c->root_lease);
 out_session:
 	release_quietly(c, &c->session_lease);
