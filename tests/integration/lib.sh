@@ -21,18 +21,26 @@ T=$(mktemp -d /var/tmp/leasefs-it.XXXXXX)
 export LEASEFS_LEASES="file:$T/leases"
 MOUNTS=()   # mount points to detach at exit
 PIDS=()     # daemon pids to kill at exit
+AT_EXIT=()  # further commands, run last (e.g. userdel)
 
 cleanup() {
-	local rc=$? m p
+	local rc=$? m p c
 	for m in "${MOUNTS[@]}"; do
 		fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
 	done
 	for p in "${PIDS[@]}"; do
+		kill -CONT "$p" 2>/dev/null || true
 		kill -9 "$p" 2>/dev/null || true
 	done
 	rm -rf "$T"
+	for c in "${AT_EXIT[@]}"; do
+		eval "$c" >/dev/null 2>&1 || true
+	done
 	exit $rc
 }
+
+# at_exit CMD: run the shell command CMD at exit (after unmounting).
+at_exit() { AT_EXIT+=("$1"); }
 trap cleanup EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
