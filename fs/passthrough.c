@@ -11,11 +11,16 @@
  * inodes the kernel may keep is bounded by memory, not by RLIMIT_NOFILE.
  *
  * Credentials: when the daemon runs as root, every backing operation made
- * on behalf of a caller (lookup, open, create, remove, rename, setattr,
- * xattrs, readlink) runs with the caller's fsuid/fsgid on the worker
- * thread, so the backing filesystem checks it again with the caller's
- * rights and never the daemon's: a stale kernel cache or a host-side chmod
- * cannot be turned into root's access.  The daemon itself holds no
+ * on behalf of a caller (lookup, readdirplus, open, opendir, create,
+ * remove, rename, setattr, xattrs) runs with the caller's fsuid/fsgid on
+ * the worker thread, so the backing filesystem checks it again with the
+ * caller's rights and never the daemon's: a stale kernel cache or a
+ * host-side chmod cannot be turned into root's access.  A worker keeps the
+ * identity of the caller it served last and switches only when the next
+ * caller differs (a switch costs two credential syscalls, ~4 us here);
+ * the only backing call that needs the daemon's own identity, opening an
+ * inode by handle, switches to it explicitly (inode_fd()).  Calls on an
+ * open fd (read, write, fsync, ...) need no identity.  The daemon itself holds no
  * supplementary groups (main drops them); the caller's are installed, per
  * thread, only when a call failed with EACCES or EPERM without them, and
  * are always dropped again.  A caller with uid 0 keeps the daemon's
@@ -168,15 +173,19 @@ static int stat_fd(int fd, struct stat *st)
 	return 0;
 }
 
+static void act_as(uid_t uid, gid_t gid);
+
 /* An O_PATH fd for inode: its own, or a fresh one from its handle; give
- * it back with inode_fd_put().  Needs CAP_DAC_READ_SEARCH for handles, so
- * call it outside as_caller(). */
+ * it back with inode_fd_put().  A handle needs CAP_DAC_READ_SEARCH: that
+ * path acts as the daemon itself. */
 static int inode_fd(struct lfs *fs, struct lfs_inode *inode)
 {
 	int fd;
 
 	if (inode->fd >= 0)
 		return inode->fd;
+	if (fs->switch_creds)
+		act_as(fs->own_uid, fs->own_gid);
 	fd = open_by_handle_at(fs->mount_fd, inode->handle, O_PATH | O_CLOEXEC);
 	if (fd >= 0)
 		return fd;
@@ -266,16 +275,44 @@ static int retry_with_groups(fuse_req_t req, int (*fn)(void *), void *arg,
 	return r;
 }
 
+/* The fsuid/fsgid this worker thread acts as; unknown (-1) until set,
+ * since a thread libfuse starts inherits its creator's. */
+static __thread uid_t thread_uid = (uid_t)-1;
+static __thread gid_t thread_gid = (gid_t)-1;
+
+/* Make this thread act as uid/gid.  The gid first: while fsuid is not 0
+ * the filesystem capabilities are gone, CAP_SETGID is not. */
+static void act_as(uid_t uid, gid_t gid)
+{
+	if (thread_gid != gid) {
+		setfsgid(gid);
+		thread_gid = gid;
+	}
+	if (thread_uid != uid) {
+		setfsuid(uid);
+		thread_uid = uid;
+	}
+}
+
+/* Act as the caller of req (a privileged daemon only). */
+static void act_as_caller(fuse_req_t req)
+{
+	struct lfs *fs = req_fs(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	if (fs->switch_creds)
+		act_as(ctx->uid, ctx->gid);
+}
+
 /*
- * Runs fn(arg) with the caller's fsuid/fsgid on this worker thread, and
- * with the caller's umask when `mode` is non-NULL (the mode fn will use;
- * masked by hand if the thread cannot have its own umask).  An EACCES or
- * EPERM without supplementary groups is retried once with the caller's.
+ * Runs fn(arg) as the caller (fsuid/fsgid), and with the caller's umask
+ * when `mode` is non-NULL (the mode fn will use; masked by hand if the
+ * thread cannot have its own umask).  An EACCES or EPERM without
+ * supplementary groups is retried once with the caller's.
  */
 static int as_caller_masked(fuse_req_t req, int (*fn)(void *), void *arg,
 			    mode_t *mode)
 {
-	struct lfs *fs = req_fs(req);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	int rc;
 
@@ -285,16 +322,10 @@ static int as_caller_masked(fuse_req_t req, int (*fn)(void *), void *arg,
 		else
 			*mode &= ~ctx->umask;
 	}
-	if (!fs->switch_creds ||
-	    (ctx->uid == fs->own_uid && ctx->gid == fs->own_gid))
-		return fn(arg);
-	setfsgid(ctx->gid);
-	setfsuid(ctx->uid);
+	act_as_caller(req);
 	rc = fn(arg);
-	if (rc == -EACCES || rc == -EPERM)
+	if ((rc == -EACCES || rc == -EPERM) && req_fs(req)->switch_creds)
 		rc = retry_with_groups(req, fn, arg, rc);
-	setfsuid(fs->own_uid);
-	setfsgid(fs->own_gid);
 	return rc;
 }
 
@@ -1285,7 +1316,11 @@ static ssize_t dir_add(fuse_req_t req, int dirfd, char *buf,
 		return (ssize_t)fuse_add_direntry(req, buf, rem, de->d_name,
 						  &st, de->d_off);
 	}
-	if (is_dot(de->d_name)) {
+	/* Dots, and names the caller may list but not look up (a directory
+	 * with read but no search permission), go without attributes
+	 * (node id 0): the kernel then looks them up itself if asked. */
+	rc = is_dot(de->d_name) ? -EACCES : lookup_at(fs, dirfd, de->d_name, &e);
+	if (rc == -EACCES) {
 		memset(&e, 0, sizeof(e));
 		e.attr.st_ino = de->d_ino;
 		e.attr.st_mode = (mode_t)de->d_type << 12;
@@ -1293,7 +1328,6 @@ static ssize_t dir_add(fuse_req_t req, int dirfd, char *buf,
 						       de->d_name, &e,
 						       de->d_off);
 	}
-	rc = lookup_at(fs, dirfd, de->d_name, &e);
 	if (rc < 0)
 		return rc;
 	n = fuse_add_direntry_plus(req, buf, rem, de->d_name, &e, de->d_off);
@@ -1316,6 +1350,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		reply_err(req, -ENOMEM);
 		return;
 	}
+	if (plus)
+		act_as_caller(req); /* the entries' lookups are the caller's */
 	if (off != d->offset) {
 		seekdir(d->dp, off);
 		d->pending = NULL;
