@@ -9,7 +9,10 @@
 #      writes, A is SIGCONTed: every mutation through A is EROFS and the
 #      backing root holds only B's writes (times printed);
 #  (c) etcd SIGSTOPped: the holder turns EROFS within TTL + 1 s of the stop
-#      (time printed); after SIGCONT no write lands through that mount.
+#      (time printed); after SIGCONT no write lands through that mount;
+#  (d) operator revoke of a SIGSTOPped holder with writes queued: no
+#      successor until the fence entry expired (revoke says "expired"),
+#      and none of the queued writes lands after the successor started.
 # A stopped daemon's mount point is only ever touched through `timeout`;
 # cleanup continues and kills stopped daemons and etcd before unmounting.
 if [ -z "${LEASEFS_ETCD_ENDPOINTS:-}" ]; then
@@ -179,4 +182,38 @@ expect_erofs timeout 5 rm "$MC/f"
 echo "(c) measured: $tries write attempts after etcd resumed, all EROFS"
 timeout 15 "$LEASEFS" umount "$MC" || fail "(c) umount failed"
 ok "(c) etcd stopped: EROFS after ${fence} ms < $(((TTL + 1) * 1000)) ms; no write after SIGCONT"
+
+# ---------------------------------------------------------------- (d)
+R=$T/rd MA=$T/mda MB=$T/mdb
+mount_ws "$R" "$MA" --leases="$U" --ttl=$TTL
+pa=$DAEMON_PID
+lease=$(status_of "$MA" lease)
+echo start > "$R/q"
+STOPPED+=("$pa")
+kill -STOP "$pa"
+(for i in $(seq 16); do { timeout 30 bash -c "echo w$i >> '$MA/q'"; } 2>/dev/null || true; done) &
+wpid=$!
+t0=$(now_ms)
+"$LEASEFS" lease revoke --leases="$U" --timeout=$((TTL + 4)) "$lease" >"$T/revoke.out" 2>&1 &
+rpid=$!
+gone() { ! "$LEASEFS" lease show --leases="$U" "$lease" | grep -q '^state: *held'; }
+wait_until 5 gone || fail "(d) the holder's key was not deleted"
+mkdir -p "$MB"
+MOUNTS+=("$MB")
+rc=0; timeout 10 "$LEASEFS" mount --leases="$U" --ttl=$TTL "$R" "$MB" 2>/dev/null || rc=$?
+[ $rc -eq 75 ] || fail "(d) a successor mounted while the revoked holder was not fenced (rc $rc)"
+wait "$rpid" || fail "(d) revoke exited $?: $(cat "$T/revoke.out")"
+trev=$(now_ms)
+grep -q "TTL has run out" "$T/revoke.out" || fail "(d) revoke did not report expiry: $(cat "$T/revoke.out")"
+mount_ws "$R" "$MB" --leases="$U" --ttl=$TTL
+tb=$(now_ms)
+snap=$(cat "$R/q")
+unstop "$pa"
+wait_pid_gone "$wpid" 30 || fail "(d) queued writer still blocked"
+[ "$(cat "$R/q")" = "$snap" ] || fail "(d) the revoked holder wrote after its successor started: $(cat "$R/q")"
+echo b >> "$MB/q" || fail "(d) successor cannot write"
+echo "(d) measured: revoke reported expiry $((trev - t0)) ms after it started (TTL ${TTL} s + 1 s fence); successor held $((tb - t0)) ms after the revoke; $(grep -c '^w' "$R/q") of 16 queued writes landed, all before"
+timeout 15 "$LEASEFS" umount "$MB" || fail "(d) umount B failed"
+timeout 15 "$LEASEFS" umount "$MA" || fail "(d) umount A failed"
+ok "(d) revoke of a stopped holder: successor only after the fence expired; no late write"
 echo PASS
