@@ -56,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <sys/fsuid.h>
 #include <sys/mount.h>
@@ -1693,12 +1694,30 @@ static void set_fd_budget(struct lfs *fs)
 	fs->keep_dirs = cur / 4 * 3;
 }
 
+/*
+ * The root the lease names is a canonical path (no symlinks in it).  Open
+ * exactly that, refusing any symlink that appeared in the path since it
+ * was resolved: the daemon must serve the directory it holds the lease on.
+ */
+static int open_canonical_dir(const char *path)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+
+	if (fd < 0 && errno == ENOSYS)
+		fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return (int)fd;
+}
+
 static int open_root(struct lfs *fs)
 {
 	struct stat st;
 	int rc;
 
-	fs->root.fd = open(fs->root_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	fs->root.fd = open_canonical_dir(fs->root_path);
 	if (fs->root.fd < 0)
 		return neg_errno();
 	rc = stat_fd(fs->root.fd, &st);
@@ -1707,7 +1726,7 @@ static int open_root(struct lfs *fs)
 	fs->root.dev = st.st_dev;
 	fs->root.ino = st.st_ino;
 	fs->root_mnt_id = root_mount_id(fs->root.fd);
-	fs->mount_fd = open(fs->root_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fs->mount_fd = openat(fs->root.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fs->mount_fd < 0)
 		fs->root_mnt_id = -1;
 	fs->root.nlookup = 1;
