@@ -46,6 +46,9 @@ struct lease_backend {
 	int (*await_fence)(struct lease_store *store, const char *name,
 			   uint64_t epoch, int64_t deadline,
 			   enum lease_fence *out, struct lease_err *err);
+	/* Optional: after release, remove the name's records if it is still
+	 * free at lease->epoch, never letting a later epoch of it go lower. */
+	int (*forget)(struct lease *lease, int64_t deadline);
 	/* Optional: local directory of the store (for the inside-root check). */
 	const char *(*local_dir)(const struct lease_store *store);
 };

@@ -291,7 +291,9 @@ static void release_one(struct coord *c, struct lease *l)
 	deadline = lease_deadline_ms(c->release_timeout_ms);
 	if (c->observer)
 		c->observer(c->observer_ud, lease_name(l), deadline);
-	r = lease_release(l, deadline);
+	/* A session's name is never granted again: its records go too. */
+	r = l == c->session_lease ? lease_release_forget(l, deadline)
+				  : lease_release(l, deadline);
 	if (r < 0)
 		fprintf(stderr, "leasefs: coordinator: releasing lease %s "
 			"(epoch %llu) failed: %s; the store's own expiry is "

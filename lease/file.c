@@ -709,6 +709,57 @@ static const char *file_local_dir(const struct lease_store *store)
 	return fs_of(store)->dir;
 }
 
+/* ---- epoch floor ------------------------------------------------------ */
+
+/*
+ * Store-wide floor, kept as the record of a pseudo-name no lease can have
+ * ('!' cannot start a segment): every epoch ever granted to a name whose
+ * files were removed (forgotten) is at most the floor, and a name without
+ * a record starts above it.  Raised durably before any file is removed.
+ */
+#define FLOOR_NAME "!floor"
+
+static int floor_read(struct file_store *fs, uint64_t *floor,
+		      struct lease_err *err)
+{
+	struct rec rec;
+	int r = rec_read(fs, FLOOR_NAME, &rec, NULL, err);
+
+	*floor = r == 0 ? rec.epoch : 0;
+	return r;
+}
+
+static int floor_raise(struct file_store *fs, uint64_t epoch, int64_t deadline)
+{
+	struct rec rec;
+	int fd = open_lockfile(fs, FLOOR_NAME, true), r;
+
+	if (fd < 0)
+		return fd;
+	r = rec_lock(fd, deadline);
+	if (r == 0)
+		r = rec_read(fs, FLOOR_NAME, &rec, NULL, NULL);
+	if (r == 0 && rec.epoch < epoch) {
+		rec.epoch = epoch;
+		rec.state = LEASE_STATE_FREE;
+		r = rec_write(fs, FLOOR_NAME, &rec, NULL);
+	}
+	close(fd);
+	return r;
+}
+
+/* Whether fd is the lock file still linked at name's path. */
+static bool lockfile_current(struct file_store *fs, const char *name, int fd)
+{
+	char rel[LEASE_NAME_MAX + 16];
+	struct stat a, b;
+
+	return rel_path(rel, sizeof(rel), name, ".lock") == 0 &&
+	       fstat(fd, &a) == 0 &&
+	       fstatat(fs->dirfd, rel, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
 /* ---- acquire -------------------------------------------------------- */
 
 static int epoch_exhausted(struct file_store *fs, const char *name,
@@ -786,29 +837,51 @@ err_free:
 	return r;
 }
 
+/* The lock file of `name` with both byte locks taken on the inode that
+ * is still linked at its path (a forget may unlink it while we wait:
+ * then the next try creates a new one).  fd, or -errno with err set. */
+static int lock_current(struct file_store *fs, const char *name,
+			int64_t deadline, struct lease_err *err)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		int fd = open_lockfile(fs, name, true), r;
+
+		if (fd < 0)
+			return lease_err_set(err, LEASE_E_IO, fd, name,
+					     "cannot open lock file for '%s' in "
+					     "%s: %s", name, fs->dir,
+					     strerror(-fd));
+		r = rec_lock(fd, deadline);
+		if (r < 0) {
+			close(fd);
+			return r == -ETIMEDOUT
+				? lease_err_set(err, LEASE_E_TIMEOUT, 0, name,
+						"record lock of '%s' stayed busy",
+						name)
+				: lease_err_set(err, LEASE_E_IO, r, name,
+						"cannot lock record of '%s': %s",
+						name, strerror(-r));
+		}
+		if (lockfile_current(fs, name, fd))
+			return fd;
+		close(fd);
+	}
+	return lease_err_set(err, LEASE_E_IO, -EAGAIN, name, "lock file of "
+			     "'%s' keeps being replaced", name);
+}
+
 static int file_try_acquire(struct lease_store *store, const char *name,
 			    int64_t deadline, struct lease **out,
 			    struct lease_err *err)
 {
 	struct file_store *fs = fs_of(store);
 	struct rec rec;
+	bool exists = false;
 	int fd, r;
 
-	fd = open_lockfile(fs, name, true);
+	fd = lock_current(fs, name, deadline, err);
 	if (fd < 0)
-		return lease_err_set(err, LEASE_E_IO, fd, name,
-				     "cannot open lock file for '%s' in %s: %s",
-				     name, fs->dir, strerror(-fd));
-	r = rec_lock(fd, deadline);
-	if (r < 0) {
-		r = r == -ETIMEDOUT
-			? lease_err_set(err, LEASE_E_TIMEOUT, 0, name,
-					"record lock of '%s' stayed busy", name)
-			: lease_err_set(err, LEASE_E_IO, r, name,
-					"cannot lock record of '%s': %s", name,
-					strerror(-r));
-		goto out_close;
-	}
+		return fd;
 	r = grant_trylock(fd);
 	if (r < 0 && r != -EAGAIN) {
 		r = lease_err_set(err, LEASE_E_IO, r, name,
@@ -816,7 +889,11 @@ static int file_try_acquire(struct lease_store *store, const char *name,
 		goto out_close;
 	}
 	bool contended = r == -EAGAIN;
-	r = rec_read(fs, name, &rec, NULL, err);
+	r = rec_read(fs, name, &rec, &exists, err);
+	/* A name without a record may have been forgotten: its epochs are
+	 * under the store's floor. */
+	if (r == 0 && !exists)
+		r = floor_read(fs, &rec.epoch, err);
 	if (r < 0)
 		goto out_close;
 	if (contended) {
@@ -863,6 +940,49 @@ out_close:
 out_drop:
 	drop_grant(fl);
 	return r;
+}
+
+static int unlink_files(struct file_store *fs, const char *name)
+{
+	char rel[LEASE_NAME_MAX + 16];
+
+	if (rel_path(rel, sizeof(rel), name, ".rec") < 0 ||
+	    (unlinkat(fs->dirfd, rel, 0) < 0 && errno != ENOENT))
+		return -errno;
+	if (rel_path(rel, sizeof(rel), name, ".lock") < 0 ||
+	    (unlinkat(fs->dirfd, rel, 0) < 0 && errno != ENOENT))
+		return -errno;
+	return 0;
+}
+
+/*
+ * Remove the released name's files if nobody took it since: under both of
+ * its locks, raise the floor to its epoch, then unlink the record and the
+ * lock file.  An acquirer that opened the old lock file meanwhile sees it
+ * unlinked once it has the locks and starts over (lock_current()).
+ */
+static int file_forget(struct lease *l, int64_t deadline)
+{
+	struct file_store *fs = fs_of(l->store);
+	bool exists = false;
+	struct rec rec;
+	int fd = open_lockfile(fs, l->name, false), r;
+
+	if (fd < 0)
+		return fd == -ENOENT ? 0 : fd;
+	r = rec_lock(fd, deadline);
+	if (r == 0)
+		r = grant_trylock(fd);
+	if (r == 0)
+		r = rec_read(fs, l->name, &rec, &exists, NULL);
+	if (r == 0 && exists && rec.epoch == l->epoch &&
+	    rec.state == LEASE_STATE_FREE && lockfile_current(fs, l->name, fd)) {
+		r = floor_raise(fs, rec.epoch, deadline);
+		if (r == 0)
+			r = unlink_files(fs, l->name);
+	}
+	close(fd);
+	return r == -EAGAIN ? 0 : r; /* taken again meanwhile: keep it */
 }
 
 static void file_free_lease(struct lease *l)
@@ -1120,5 +1240,6 @@ const struct lease_backend lease_backend_file = {
 	.show = file_show,
 	.revoke = file_revoke,
 	.await_fence = file_await_fence,
+	.forget = file_forget,
 	.local_dir = file_local_dir,
 };

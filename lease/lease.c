@@ -353,6 +353,15 @@ int lease_release(struct lease *l, int64_t deadline)
 	return l->store->be->release(l, deadline);
 }
 
+int lease_release_forget(struct lease *l, int64_t deadline)
+{
+	int r = lease_release(l, deadline);
+
+	if (r == 0 && l->store->be->forget)
+		r = l->store->be->forget(l, deadline);
+	return r;
+}
+
 void lease_free(struct lease *l)
 {
 	if (!l)

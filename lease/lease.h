@@ -165,6 +165,14 @@ int64_t lease_safe_until(const struct lease *lease);
  * drop on close) remains the backstop.
  */
 int lease_release(struct lease *lease, int64_t deadline);
+/*
+ * Release, then forget the name: a store that keeps records per name
+ * removes them if the name is still free at this lease's epoch.  A later
+ * grant of the name still gets a higher epoch (the store keeps a floor),
+ * so this never resets an epoch.  For names that are not reused, such as
+ * a session's.  0 or -errno of the release or the removal.
+ */
+int lease_release_forget(struct lease *lease, int64_t deadline);
 /* Free the object; releases first (bounded by 1 s) if not yet released. */
 void lease_free(struct lease *lease);
 

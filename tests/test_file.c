@@ -543,6 +543,46 @@ static void check_corrupt(struct ctx *c, const char *name, enum damage how)
 	free(path);
 }
 
+static bool file_exists(struct ctx *c, const char *name, const char *sfx)
+{
+	char *p = rec_path(c, name, sfx);
+	bool e = access(p, F_OK) == 0;
+
+	free(p);
+	return e;
+}
+
+/*
+ * A forgotten name leaves no files, and its next grant still gets a higher
+ * epoch; a forget that comes after someone else took the name keeps it.
+ */
+static void test_forget_keeps_epochs(void **state)
+{
+	struct ctx *c = *state;
+	const char *name = "sessions/forget";
+	struct lease *a = must_acquire(c->store, name, 0), *b;
+	uint64_t ea = lease_epoch(a);
+
+	assert_int_equal(lease_release_forget(a, lease_deadline_ms(WAIT_MS)), 0);
+	assert_false(file_exists(c, name, ".rec"));
+	assert_false(file_exists(c, name, ".lock"));
+	lease_free(a);
+	a = must_acquire(c->store, name, 0);
+	assert_true(lease_epoch(a) > ea);
+	assert_int_equal(lease_release(a, lease_deadline_ms(WAIT_MS)), 0);
+	b = must_acquire(c->store, name, 0);
+	assert_int_equal(lease_release_forget(a, lease_deadline_ms(WAIT_MS)), 0);
+	assert_true(file_exists(c, name, ".rec"));
+	assert_false(lease_is_lost(b));
+	assert_int_equal(lease_release_forget(b, lease_deadline_ms(WAIT_MS)), 0);
+	assert_false(file_exists(c, name, ".rec"));
+	lease_free(a);
+	a = must_acquire(c->store, name, 0);
+	assert_true(lease_epoch(a) > lease_epoch(b));
+	lease_free(a);
+	lease_free(b);
+}
+
 /* The record text for `epoch` with a valid checksum (the format of
  * lease/file.c, written out independently). */
 static size_t valid_record(char *buf, size_t sz, const char *name,
@@ -725,6 +765,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_revoke_latency, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revoke_from_process, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_epoch_exhausted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_forget_keeps_epochs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_truncated_empty, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_truncated_half, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_garbage, setup, teardown),

@@ -282,7 +282,13 @@ sec_leftovers() {
 	rc=0; "$LEASEFS" mount --placement=session -o max_read=bad "$B" "$T/m15" 2>/dev/null || rc=$?
 	[ $rc -ne 0 ] || fail "a bad max_read was accepted"
 	[ "$(find "$B" -mindepth 1 | wc -l)" -eq 0 ] || fail "failed session mount left $(ls "$B")"
-	ok "/proc refused; failed session mount left nothing"
+	for i in 1 2 3; do
+		mount_ws "$T/r15" "$T/m15b"
+		"$LEASEFS" umount "$T/m15b"
+	done
+	[ "$(find "$T/leases/sessions" -type f | wc -l)" -eq 0 ] ||
+		fail "ended sessions left lease files: $(ls "$T/leases/sessions")"
+	ok "/proc refused; failed session mount left nothing; ended sessions left no lease files"
 }
 
 SECTIONS=(flags_kept option_injection acls symlink_escape two_writers
