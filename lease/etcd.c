@@ -1326,22 +1326,32 @@ out:
 	return r;
 }
 
-/* Current holder of P<name>: epoch and etcd lease; -ENOENT if free. */
-static int read_holder(struct etcd_store *es, const char *name,
-		       int64_t deadline, uint64_t *epoch, int64_t *lease_id,
-		       struct lease_err *err)
+/* Range read of the one key P<mid><name>; *ans is the answer. */
+static int range_key(struct etcd_store *es, const char *mid, const char *name,
+		     int64_t deadline, json_object **ans, struct lease_err *err)
 {
-	char *k = key_b64(es, "", name);
-	json_object *body, *ans = NULL, *kv;
+	char *k = key_b64(es, mid, name);
+	json_object *body;
 	int code, r;
 
 	if (!k)
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
 	body = obj_with_str("key", k);
-	r = etcd_call(&es->cli, "/v3/kv/range", body, deadline, name, &ans,
+	r = etcd_call(&es->cli, "/v3/kv/range", body, deadline, name, ans,
 		      &code, err);
 	json_object_put(body);
 	free(k);
+	return r;
+}
+
+/* Current holder of P<name>: epoch and etcd lease; -ENOENT if free. */
+static int read_holder(struct etcd_store *es, const char *name,
+		       int64_t deadline, uint64_t *epoch, int64_t *lease_id,
+		       struct lease_err *err)
+{
+	json_object *ans = NULL, *kv;
+	int r = range_key(es, "", name, deadline, &ans, err);
+
 	if (r < 0)
 		return r;
 	kv = first_kv(ans);
@@ -1438,17 +1448,9 @@ static int fence_present(struct etcd_store *es, const char *name,
 			 uint64_t epoch, int64_t deadline, int64_t *rev,
 			 struct lease_err *err)
 {
-	char *fk = key_b64(es, ETCD_FENCE_DIR, name);
-	json_object *body, *ans = NULL, *kv;
-	int code, r;
+	json_object *ans = NULL, *kv;
+	int r = range_key(es, ETCD_FENCE_DIR, name, deadline, &ans, err);
 
-	if (!fk)
-		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
-	body = obj_with_str("key", fk);
-	r = etcd_call(&es->cli, "/v3/kv/range", body, deadline, name, &ans,
-		      &code, err);
-	json_object_put(body);
-	free(fk);
 	if (r < 0)
 		return r;
 	kv = first_kv(ans);
@@ -1498,26 +1500,19 @@ static void fence_watch(struct etcd_store *es, const char *name, int64_t rev,
 /* Whether the high-water mark of `name` records an acknowledgement. */
 static bool hwm_acked(struct etcd_store *es, const char *name, int64_t deadline)
 {
-	char *hk = key_b64(es, ETCD_HWM_DIR, name), *raw = NULL;
-	json_object *body, *ans = NULL, *v, *j = NULL;
+	json_object *ans = NULL, *v, *j = NULL;
+	char *raw = NULL;
 	bool acked = false;
-	int code;
 
-	if (!hk)
-		return false;
-	body = obj_with_str("key", hk);
-	if (etcd_call(&es->cli, "/v3/kv/range", body, deadline, name, &ans,
-		      &code, NULL) == 0) {
+	if (range_key(es, ETCD_HWM_DIR, name, deadline, &ans, NULL) == 0) {
 		v = etcd_json_get(first_kv(ans), "value", NULL);
 		if (v && etcd_unb64(json_object_get_string(v), &raw, NULL) == 0)
 			j = json_tokener_parse(raw);
 		acked = etcd_json_i64(j, "acked") != 0;
 	}
 	json_object_put(j);
-	json_object_put(body);
 	json_object_put(ans);
 	free(raw);
-	free(hk);
 	return acked;
 }
 

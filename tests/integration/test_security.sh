@@ -282,12 +282,16 @@ sec_leftovers() {
 	rc=0; "$LEASEFS" mount --placement=session -o max_read=bad "$B" "$T/m15" 2>/dev/null || rc=$?
 	[ $rc -ne 0 ] || fail "a bad max_read was accepted"
 	[ "$(find "$B" -mindepth 1 | wc -l)" -eq 0 ] || fail "failed session mount left $(ls "$B")"
+	local ended=()
 	for i in 1 2 3; do
 		mount_ws "$T/r15" "$T/m15b"
+		ended+=("$(status_of "$T/m15b" session)")
 		"$LEASEFS" umount "$T/m15b"
 	done
-	[ "$(find "$T/leases/sessions" -type f | wc -l)" -eq 0 ] ||
-		fail "ended sessions left lease files: $(ls "$T/leases/sessions")"
+	for s in "${ended[@]}"; do
+		[ ! -e "$T/leases/sessions/$s.rec" ] && [ ! -e "$T/leases/sessions/$s.lock" ] ||
+			fail "ended session $s left lease files"
+	done
 	ok "/proc refused; failed session mount left nothing; ended sessions left no lease files"
 }
 
