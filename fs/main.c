@@ -658,6 +658,28 @@ static int share_root(struct daemon *d, struct lease_err *err)
 			     &d->hostlock_fd, err);
 }
 
+/*
+ * With --wait, a busy root is said once ("...; waiting up to N s") before
+ * the wait, so that whoever started the mount knows what it waits for.
+ */
+static int coord_open_waiting(struct daemon *d, struct coord_config *cfg,
+			      struct lease_err *err)
+{
+	int64_t deadline = cfg->acquire_deadline;
+	int r;
+
+	if (d->opts->wait_s <= 0)
+		return coord_open(cfg, &d->coord, err);
+	cfg->acquire_deadline = 0;
+	r = coord_open(cfg, &d->coord, err);
+	cfg->acquire_deadline = deadline;
+	if (r == 0 || err->kind != LEASE_E_HELD)
+		return r;
+	fprintf(stderr, "leasefs: %s; waiting up to %.0f s\n", err->msg,
+		d->opts->wait_s);
+	return coord_open(cfg, &d->coord, err);
+}
+
 static int open_coord(struct daemon *d, struct lease_err *err)
 {
 	struct mount_opts *o = d->opts;
@@ -686,7 +708,7 @@ static int open_coord(struct daemon *d, struct lease_err *err)
 	if (r < 0)
 		return r;
 	cfg.store = d->store;
-	r = coord_open(&cfg, &d->coord, err);
+	r = coord_open_waiting(d, &cfg, err);
 	if (r < 0)
 		return r;
 	coord_set_release_observer(d->coord, log_release, d);

@@ -299,15 +299,19 @@ int lease_acquire(struct lease_store *store, const char *name,
 		  int64_t deadline, struct lease **out, struct lease_err *err)
 {
 	int64_t backoff_ns = 1000000; /* 1 ms, doubling to 50 ms */
+	struct lease_err local = { 0 };
 	int r;
 
+	/* The retry needs the error's kind even when the caller wants none. */
+	if (!err)
+		err = &local;
 	*out = NULL;
 	r = lease_name_validate(name, err);
 	if (r < 0)
 		return r;
 	for (;;) {
 		r = store->be->try_acquire(store, name, deadline, out, err);
-		if (r != lease_errkind_errno(LEASE_E_HELD) || !err ||
+		if (r != lease_errkind_errno(LEASE_E_HELD) ||
 		    err->kind != LEASE_E_HELD)
 			return r;
 		int64_t left = deadline - lease_now_ns();

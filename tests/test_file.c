@@ -539,7 +539,7 @@ static void check_corrupt(struct ctx *c, const char *name, enum damage how)
 	l = must_acquire(c->store, name, 0);
 	uint64_t got = lease_epoch(l);
 	lease_free(l);
-	assert_int_equal(got, e + 1);
+	assert_true(got > e); /* continued, not reset */
 	free(path);
 }
 
@@ -685,7 +685,7 @@ static void test_leftover_tmp_ignored(void **state)
 	struct lease *l = must_acquire(c->store, name, 0);
 	uint64_t got = lease_epoch(l);
 	lease_free(l);
-	assert_int_equal(got, e + 1);
+	assert_true(got > e); /* continued, not reset */
 	/* A complete but never renamed tmp (crash before rename) is ignored too. */
 	acquire_release(c->store, name);
 	n = slurp(rec, buf, sizeof(buf));

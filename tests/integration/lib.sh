@@ -55,6 +55,11 @@ wait_until() {
 	done
 }
 
+# has_line REGEX CMD...: CMD's output has a line matching REGEX.  The output
+# is taken whole first: `CMD | grep -q` under pipefail turns an early match
+# into CMD's SIGPIPE, which reads as no match.
+has_line() { local re=$1 out; shift; out=$("$@") || return 1; grep -q -- "$re" <<<"$out"; }
+
 # json_get KEY: read a key of the status JSON on stdin.
 json_get() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 

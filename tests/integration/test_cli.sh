@@ -57,9 +57,12 @@ mount_ws "$R" "$M"
 epoch=$(status_of "$M" epoch)
 expect_exit 75 "$LEASEFS" mount "$R" "$T/m2"
 findmnt -rn "$T/m2" >/dev/null && fail "busy mount left a mount"
-# A waiting mount gets the root once the holder unmounts.
-"$LEASEFS" mount --wait=20 "$R" "$T/m2" &
-waiter=$!
+# A waiting mount gets the root once the holder unmounts: the holder goes
+# only after the waiter said it waits.
+coproc WAITER { "$LEASEFS" mount --wait=20 "$R" "$T/m2" 2>&1; }
+waiter=$WAITER_PID
+read -r -t 20 line <&"${WAITER[0]}" || fail "--wait mount said nothing"
+case "$line" in *"waiting up to 20 s"*) ;; *) fail "--wait mount: $line" ;; esac
 "$LEASEFS" umount "$M"
 rc=0; wait "$waiter" || rc=$?
 [ $rc -eq 0 ] || fail "--wait mount exit $rc"
@@ -71,7 +74,7 @@ echo w > "$T/m2/f"
 ok "--wait: mounted once the holder let go, epoch $epoch -> $e2"
 
 # --- status output ----------------------------------------------------------
-"$LEASEFS" status "$T/m2" | grep -q '^state *held' || fail "status table lacks state held"
+has_line '^state *held' "$LEASEFS" status "$T/m2" || fail "status table lacks state held"
 for k in root placement session lease epoch state backend pid; do
 	"$LEASEFS" status "$T/m2" --json | python3 -c '
 import json, sys; d = json.load(sys.stdin); sys.exit(sys.argv[1] not in d)' "$k" ||

@@ -49,7 +49,7 @@ unstop() { # PID: SIGCONT and forget it
 # tstatus MNT KEY: status bounded (the daemon may have been stopped)
 tstatus() { timeout 5 "$LEASEFS" status "$1" --json | json_get "$2"; }
 state_is() { [ "$(tstatus "$1" state 2>/dev/null)" = "$2" ]; }
-etcd_healthy() { curl -s --max-time 1 "$ETCD_CLIENT_URL/health" | grep -q '"health":"true"'; }
+etcd_healthy() { has_line '"health":"true"' curl -s --max-time 1 "$ETCD_CLIENT_URL/health"; }
 
 # ---------------------------------------------------------------- (a)
 R=$T/ra M1=$T/ma1 M2=$T/ma2
@@ -196,7 +196,7 @@ wpid=$!
 t0=$(now_ms)
 "$LEASEFS" lease revoke --leases="$U" --timeout=$((TTL + 4)) "$lease" >"$T/revoke.out" 2>&1 &
 rpid=$!
-gone() { ! "$LEASEFS" lease show --leases="$U" "$lease" | grep -q '^state: *held'; }
+gone() { ! has_line '^state: *held' "$LEASEFS" lease show --leases="$U" "$lease"; }
 wait_until 5 gone || fail "(d) the holder's key was not deleted"
 mkdir -p "$MB"
 MOUNTS+=("$MB")

@@ -10,14 +10,14 @@ mount_ws "$B" "$M" --placement=session --session=$uuid
 [ "$(stat -c %a "$B/$uuid")" = 700 ] || fail "BASE/<uuid> not 0700"
 echo s > "$M/f"
 [ "$(cat "$B/$uuid/f")" = s ] || fail "session mount does not serve BASE/<uuid>"
-"$LEASEFS" lease list | grep -q workspace-roots && fail "session placement holds a root lease"
+! has_line workspace-roots "$LEASEFS" lease list || fail "session placement holds a root lease"
 [ "$(status_of "$M" placement)" = session ] || fail "status placement"
 ok "session placement"
 "$LEASEFS" umount "$M"
 
 S=$T/shared M2=$T/mnt2
 mount_ws "$S" "$M2" --placement=shared
-"$LEASEFS" lease list | grep -q workspace-roots && fail "shared placement holds a root lease"
+! has_line workspace-roots "$LEASEFS" lease list || fail "shared placement holds a root lease"
 session=$(status_of "$M2" session)
 "$LEASEFS" lease revoke "sessions/$session" >/dev/null
 echo still > "$M2/g" || fail "shared placement turned read-only"

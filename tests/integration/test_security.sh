@@ -42,7 +42,7 @@ sec_option_injection() {
 	local R="$T/a,suid,dev" M=$T/m2
 	mount_ws "$R" "$M"
 	has_opt "$M" nosuid && has_opt "$M" nodev || fail "ROOT injected options: $(mount_opts "$M")"
-	awk -v m="$M" '$2 == m { print $1 }' /proc/mounts | grep -qF "leasefs:$R" || fail "fsname mangled"
+	[ "$(awk -v m="$M" '$2 == m { print $1 }' /proc/mounts)" = "leasefs:$R" ] || fail "fsname mangled"
 	if "$LEASEFS" mount -o suid,dev "$T/r2b" "$T/m2b" 2>/dev/null; then :; fi
 	mkdir -p "$T/r2c" "$T/m2c"
 	MOUNTS+=("$T/m2c")
@@ -96,7 +96,7 @@ sec_symlink_escape() {
 	as_capless_root bash -c "echo pwned > '$M/pub/link'" 2>/dev/null || true
 	as "$UA" bash -c "echo pwned > '$M/pub/link'" 2>/dev/null || true
 	[ "$(cat "$O/victim")" = precious ] || fail "a create through the mount wrote outside ROOT"
-	if ls -l "/proc/$DAEMON_PID/fd" | grep -q victim; then fail "daemon holds a file outside ROOT open"; fi
+	if has_line victim ls -l "/proc/$DAEMON_PID/fd"; then fail "daemon holds a file outside ROOT open"; fi
 	echo x > "$M/pub/open" && chmod 666 "$M/pub/open"
 	as "$UA" cat "$M/pub/open" >/dev/null           # the kernel caches 0666
 	chmod 600 "$R/pub/open"                           # host revokes access

@@ -55,7 +55,7 @@ grep '^leasefs: releasing' "$T/log" > "$T/order"
 [ "$(sed -n 1p "$T/order")" = "leasefs: releasing $root_lease" ] || fail "first release: $(cat "$T/order")"
 [ "$(sed -n 2p "$T/order")" = "leasefs: releasing sessions/$session" ] || fail "second release: $(cat "$T/order")"
 for n in "$root_lease" "sessions/$session"; do
-	"$LEASEFS" lease show "$n" | grep -q '^state: free' || fail "$n not free"
+	has_line "^state: free" "$LEASEFS" lease show "$n" || fail "$n not free"
 done
 ok "SIGTERM: exit 0, root then session released, both free"
 
@@ -70,7 +70,7 @@ rc=0; timeout 30 tail --pid="$pid" -f /dev/null || fail "daemon ignored SIGINT"
 wait "$pid" || rc=$?
 [ $rc -eq 0 ] || fail "daemon exit $rc after SIGINT"
 mountpoint -q "$M" && fail "still mounted after SIGINT"
-"$LEASEFS" lease show "$root_lease" | grep -q '^state: free' || fail "root not free after SIGINT"
+has_line "^state: free" "$LEASEFS" lease show "$root_lease" || fail "root not free after SIGINT"
 ok "SIGINT: exit 0, unmounted, root free"
 
 mount_ws "$R" "$M"
@@ -78,13 +78,13 @@ pid=$DAEMON_PID
 "$LEASEFS" umount "$M"
 alive "$pid" && fail "daemon alive after umount returned"
 mountpoint -q "$M" && fail "still mounted after umount"
-"$LEASEFS" lease show "$root_lease" | grep -q '^state: free' || fail "root not free after umount"
+has_line "^state: free" "$LEASEFS" lease show "$root_lease" || fail "root not free after umount"
 ok "leasefs umount: daemon gone, root free"
 
 mount_ws "$R" "$M"
 pid=$DAEMON_PID
 fusermount3 -u "$M"
 wait_pid_gone "$pid" 20 || fail "daemon alive after fusermount3 -u"
-"$LEASEFS" lease show "$root_lease" | grep -q '^state: free' || fail "root not free after fusermount3 -u"
+has_line "^state: free" "$LEASEFS" lease show "$root_lease" || fail "root not free after fusermount3 -u"
 ok "fusermount3 -u: daemon gone, root free"
 echo PASS

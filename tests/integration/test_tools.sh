@@ -10,7 +10,7 @@ git config user.email t@example.com && git config user.name t
 printf 'a\n' > a.txt
 git add a.txt && git commit -qm first
 printf 'b\n' >> a.txt
-git status --porcelain | grep -q '^ M a.txt' || fail "git status"
+has_line '^ M a.txt' git status --porcelain || fail "git status"
 git commit -qam second
 [ "$(git log --oneline | wc -l)" -eq 2 ] || fail "git log"
 git fsck --no-progress >/dev/null 2>&1 || fail "git fsck"
