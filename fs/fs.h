@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The leasefs filesystem: a FUSE low-level passthrough of one root, with
- * every mutating operation gated on the coordinator.
+ * The leasefs passthrough: a FUSE low-level passthrough of one root, as an
+ * object and an ops table.  It decides no policy and knows nothing of
+ * leases; the daemon composes it:
  *
- * Split:  passthrough.c  the operations, FUSE-facing, gate-unaware
- *         gate.c         wraps the mutating entries of the ops table:
- *                        coord_enter() -> EROFS if not healthy; the inner
- *                        op runs inside admission; coord_exit() after it
- *         main.c etc.    CLI, daemon lifecycle, control socket
+ *   passthrough (fs.h)   the operations over ROOT
+ *   gate (gate.h)        admits each mutating operation through the
+ *                        coordinator, EROFS when it refuses
+ *   session (session.h)  the FUSE session: mount, worker loop, unmount
+ *
+ * Units: passthrough.c (ops), inode.c (inode table), creds.c (acting as
+ * the caller); lfs_int.h is theirs alone.
  */
 #ifndef LEASEFS_FS_H
 #define LEASEFS_FS_H
@@ -16,54 +19,33 @@
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
 
-#include "coord.h"
-
+/* Policy, decided by the daemon from the placement. */
 struct lfs_config {
-	const char *root;          /* canonical effective root (coord_root()) */
-	struct coord *coord;       /* gate; borrowed */
-	enum coord_placement placement;
-	double entry_timeout;      /* seconds; long in exclusive, short in shared */
-	double attr_timeout;
+	const char *root;          /* canonical root to serve */
+	double entry_timeout;      /* seconds the kernel may cache names */
+	double attr_timeout;       /* ... and attributes */
 	bool keep_cache;           /* page cache and listings kept across opens */
-	unsigned max_threads;      /* 0 = default */
-	bool debug;
+	long fd_budget;            /* inodes that keep an O_PATH fd before
+				    * falling back to file handles; 0 = from
+				    * RLIMIT_NOFILE */
 };
 
 struct lfs;
+struct gate;
 
-/*
- * Open ROOT (O_PATH), raise RLIMIT_NOFILE, build the gated ops table and a
- * FUSE session on `args` (which must include argv[0] and any -o options).
- * Does not mount.
- */
-int lfs_new(const struct lfs_config *cfg, struct fuse_args *args,
-	    struct lfs **out);
-struct fuse_session *lfs_session(struct lfs *fs);
-/* Mount on `mountpoint`; 0 or -errno. */
-int lfs_mount(struct lfs *fs, const char *mountpoint);
-/* Serve until unmounted (lfs_unmount() from another thread, or an
- * external fusermount3 -u); multithreaded; 0 or -errno. */
-int lfs_run(struct lfs *fs);
-void lfs_unmount(struct lfs *fs);
+/* What a session's userdata points to: the layers of one mount.  The
+ * daemon builds it; each layer reads its own member. */
+struct lfs_session {
+	struct lfs *fs;
+	struct gate *gate;
+};
+
+/* Open ROOT and build the inode table; no FUSE session yet.  0 or -errno
+ * (-EPERM: a privileged daemon that still holds supplementary groups). */
+int lfs_new(const struct lfs_config *cfg, struct lfs **out);
 void lfs_free(struct lfs *fs);
-
-/* The gate: returns the ops table with every mutating entry wrapped. */
-void lfs_gate_ops(struct fuse_lowlevel_ops *ops);
-/* Gate state shared with passthrough.c: set once before the session starts. */
-void lfs_gate_init(struct coord *coord);
-/* Admission for a mutation; 0 (caller must call lfs_gate_exit) or -EROFS. */
-int lfs_gate_enter(void);
-void lfs_gate_exit(void);
-
-/*
- * After lease loss: remount the FUSE superblock read-only, so that statfs
- * reports ST_RDONLY (the FUSE statfs reply has no flags field) in every
- * mount namespace.  The kernel refuses with -EBUSY while any file on the
- * mount is open for writing; gated writers get EROFS and usually close
- * soon, so retry.  0 or -errno; call from a non-FUSE thread after
- * lfs_mount().
- */
-int lfs_remount_readonly(struct lfs *fs);
+/* The passthrough's operations; their userdata is a struct lfs_session. */
+const struct fuse_lowlevel_ops *lfs_ops(void);
 
 /*
  * After lease loss: the root now belongs to someone else, so stop trusting
@@ -72,6 +54,6 @@ int lfs_remount_readonly(struct lfs *fs);
  * (bytes written to a shared mapping after loss never reached ROOT and
  * must not be served to readers).  Call from a non-FUSE thread.
  */
-void lfs_after_loss(struct lfs *fs);
+void lfs_after_loss(struct lfs *fs, struct fuse_session *se);
 
 #endif

@@ -1,69 +1,54 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The lease gate: one layer over the passthrough's ops table.
+ * The lease gate (contract in gate.h).
  *
- * Every mutating entry is replaced by a wrapper that enters the
- * coordinator's admission, answers EROFS if the lease is not healthy, and
- * otherwise runs the original operation (which replies) inside admission.
- * A mutation already inside its backing syscall when loss fires completes;
- * none starts after loss.  Reads, lookups, read-only opens, flush, fsync,
- * release and locks are never gated.
- *
- * State: `gate_coord` and `inner` are written once, by lfs_gate_init() and
- * lfs_gate_ops(), before the FUSE session starts, and only read afterwards,
- * so the hot path takes no lock and allocates nothing.  A NULL coordinator
- * means "no gate" (always admitted).
+ * State: a gate's coord, inner and ops are written by gate_new() before
+ * any session uses the gate and only read afterwards, so the hot path
+ * takes no lock and allocates nothing.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 
-#include "fs.h"
+#include "gate.h"
 
-static struct coord *gate_coord;
-static struct fuse_lowlevel_ops inner;
+struct gate {
+	struct coord *coord;
+	struct fuse_lowlevel_ops inner;
+	struct fuse_lowlevel_ops ops;
+};
 
-void lfs_gate_init(struct coord *coord)
+static struct gate *gate_of(fuse_req_t req)
 {
-	gate_coord = coord;
+	return ((struct lfs_session *)fuse_req_userdata(req))->gate;
 }
 
-int lfs_gate_enter(void)
+/* Admission for `req`; NULL means EROFS was already replied.  Lost
+ * (-ENOLINK), shutting down (-ESHUTDOWN) or any other refusal: the mount
+ * is read-only from here on. */
+static struct gate *admit(fuse_req_t req)
 {
-	if (!gate_coord)
-		return 0;
-	/* Lost (-ENOLINK), shutting down (-ESHUTDOWN) or any other refusal:
-	 * the mount is read-only from here on. */
-	return coord_enter(gate_coord) == 0 ? 0 : -EROFS;
-}
+	struct gate *g = gate_of(req);
 
-void lfs_gate_exit(void)
-{
-	if (gate_coord)
-		coord_exit(gate_coord);
-}
-
-/* Admission for `req`; false means EROFS was already replied. */
-static bool admit(fuse_req_t req)
-{
-	int rc = lfs_gate_enter();
-
-	if (rc == 0)
-		return true;
-	fuse_reply_err(req, -rc);
-	return false;
+	if (coord_enter(g->coord) == 0)
+		return g;
+	fuse_reply_err(req, EROFS);
+	return NULL;
 }
 
 /*
- * A gated entry: admission, the original op (which replies), exit.
+ * A gated entry: admission, the inner op (which replies), exit.
  * `params` is the op's parameter list, `args` the same names as a call.
  */
-#define GATED(op, params, args)                 \
-	static void g_##op params               \
-	{                                       \
-		if (!admit(req))                \
-			return;                 \
-		inner.op args;                  \
-		lfs_gate_exit();                \
+#define GATED(op, params, args)                         \
+	static void g_##op params                       \
+	{                                               \
+		struct gate *g = admit(req);            \
+                                                        \
+		if (!g)                                 \
+			return;                         \
+		g->inner.op args;                       \
+		coord_exit(g->coord);                   \
 	}
 
 GATED(write, (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
@@ -117,26 +102,35 @@ static void g_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	bool mutating = (fi->flags & O_ACCMODE) != O_RDONLY ||
 			(fi->flags & O_TRUNC);
+	struct gate *g;
 
 	if (!mutating) {
-		inner.open(req, ino, fi);
+		gate_of(req)->inner.open(req, ino, fi);
 		return;
 	}
-	if (!admit(req))
+	g = admit(req);
+	if (!g)
 		return;
-	inner.open(req, ino, fi);
-	lfs_gate_exit();
+	g->inner.open(req, ino, fi);
+	coord_exit(g->coord);
 }
 
-#define GATE(field)                            \
-	do {                                   \
-		if (ops->field)                \
-			ops->field = g_##field; \
+#define GATE(field)                                     \
+	do {                                            \
+		if (g->inner.field)                     \
+			g->ops.field = g_##field;       \
 	} while (0)
 
-void lfs_gate_ops(struct fuse_lowlevel_ops *ops)
+int gate_new(struct coord *coord, const struct fuse_lowlevel_ops *inner,
+	     struct gate **out)
 {
-	inner = *ops;
+	struct gate *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return -ENOMEM;
+	g->coord = coord;
+	g->inner = *inner;
+	g->ops = *inner;
 	GATE(write);
 	GATE(write_buf);
 	GATE(create);
@@ -153,4 +147,16 @@ void lfs_gate_ops(struct fuse_lowlevel_ops *ops)
 	GATE(fallocate);
 	GATE(copy_file_range);
 	GATE(open);
+	*out = g;
+	return 0;
+}
+
+const struct fuse_lowlevel_ops *gate_ops(const struct gate *g)
+{
+	return &g->ops;
+}
+
+void gate_free(struct gate *g)
+{
+	free(g);
 }

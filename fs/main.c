@@ -25,7 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/magic.h>
+#include <grp.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/mount.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -34,6 +36,8 @@
 
 #include "daemon.h"
 #include "fs.h"
+#include "gate.h"
+#include "session.h"
 
 enum {
 	EXIT_OK = 0,
@@ -386,6 +390,9 @@ struct daemon {
 	struct lease_store *store;
 	struct coord *coord;
 	struct lfs *fs;
+	struct gate *gate;
+	struct lfs_session sess;  /* the session's userdata */
+	struct fuse_session *se;
 	struct control *ctl;
 	int64_t acquire_deadline; /* --wait, absolute; bounds the host lock too */
 	int hostlock_fd;         /* event thread closes it on loss; teardown after join */
@@ -467,8 +474,8 @@ static void log_release(void *ud, const char *name, int64_t deadline)
 static void begin_stop(struct daemon *d)
 {
 	coord_close_admission(d->coord, DRAIN_TIMEOUT_MS);
-	fuse_session_exit(lfs_session(d->fs));
-	lfs_unmount(d->fs);
+	fuse_session_exit(d->se);
+	fuse_session_unmount(d->se);
 }
 
 /* What the event thread still owes a loss. */
@@ -505,7 +512,7 @@ static void drop_hostlock(struct daemon *d)
  */
 static int remount_step(struct daemon *d, int *tries)
 {
-	int r = lfs_remount_readonly(d->fs);
+	int r = session_remount_readonly(d->opts->mountpoint);
 
 	if (r == 0)
 		return -1;
@@ -543,7 +550,7 @@ static int loss_step(struct daemon *d, struct loss_work *w)
 			drop_hostlock(d);
 	}
 	if (!w->caches_dropped) {
-		lfs_after_loss(d->fs);
+		lfs_after_loss(d->fs, d->se);
 		w->caches_dropped = true;
 	}
 	now = lease_now_ns();
@@ -763,33 +770,56 @@ static int build_fuse_args(struct mount_opts *o, const char *root,
 	return r;
 }
 
+/*
+ * The one place a placement becomes policy.  Exclusive and session
+ * placements have the served directory to themselves (the root lease, or
+ * a private ROOT/<uuid>), so the kernel may keep names, attributes and
+ * pages for long; under shared placement others write too: 1 s.
+ */
+static struct lfs_config policy_for(enum coord_placement p, const char *root)
+{
+	bool sole_writer = p != COORD_SHARED;
+	const char *budget = getenv("LEASEFS_INODE_FDS");
+
+	return (struct lfs_config){
+		.root = root,
+		.entry_timeout = sole_writer ? 86400.0 : 1.0,
+		.attr_timeout = sole_writer ? 86400.0 : 1.0,
+		.keep_cache = sole_writer,
+		.fd_budget = budget ? strtol(budget, NULL, 10) : 0,
+	};
+}
+
+/* Compose the layers (passthrough, gate in front) into a FUSE session and
+ * mount it. */
 static int open_fs(struct daemon *d, struct lease_err *err)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
-	bool exclusive = d->opts->placement == COORD_EXCLUSIVE;
-	struct lfs_config cfg = {
-		.root = coord_root(d->coord),
-		.coord = d->coord,
-		.placement = d->opts->placement,
-		.entry_timeout = exclusive ? 86400.0 : 1.0,
-		.attr_timeout = exclusive ? 86400.0 : 1.0,
-		.keep_cache = exclusive,
-		.debug = d->opts->debug,
-	};
-	int r = build_fuse_args(d->opts, cfg.root, &args);
+	struct lfs_config cfg = policy_for(d->opts->placement,
+					   coord_root(d->coord));
+	int r = lfs_new(&cfg, &d->fs);
 
 	if (r == 0)
-		r = lfs_new(&cfg, &args, &d->fs);
-	fuse_opt_free_args(&args);
+		r = gate_new(d->coord, lfs_ops(), &d->gate);
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, NULL,
 				     "cannot start the filesystem on %s: %s",
 				     cfg.root, strerror(-r));
-	r = lfs_mount(d->fs, d->opts->mountpoint);
+	d->sess = (struct lfs_session){ .fs = d->fs, .gate = d->gate };
+	r = build_fuse_args(d->opts, cfg.root, &args);
+	if (r == 0) {
+		d->se = fuse_session_new(&args, gate_ops(d->gate),
+					 sizeof(struct fuse_lowlevel_ops), &d->sess);
+		r = d->se ? 0 : -EINVAL;
+	}
+	fuse_opt_free_args(&args);
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, NULL,
-				     "cannot mount on %s: %s", d->opts->mountpoint,
-				     strerror(-r));
+				     "cannot start the FUSE session on %s: %s",
+				     cfg.root, strerror(-r));
+	if (fuse_session_mount(d->se, d->opts->mountpoint) != 0)
+		return lease_err_set(err, LEASE_E_IO, -EIO, NULL,
+				     "cannot mount on %s", d->opts->mountpoint);
 	return 0;
 }
 
@@ -826,8 +856,8 @@ static int teardown(struct daemon *d)
 		on_umount(d); /* the event thread closes admission and exits */
 		pthread_join(d->event_thread, NULL);
 	}
-	if (d->fs)
-		lfs_unmount(d->fs);
+	if (d->se)
+		fuse_session_unmount(d->se);
 	/* Unmounted: nothing reaches the root through us any more, so the
 	 * identity lock goes first and a successor never sees it outlive
 	 * the root lease. */
@@ -837,6 +867,9 @@ static int teardown(struct daemon *d)
 	if (d->coord)
 		r = coord_shutdown(d->coord, DRAIN_TIMEOUT_MS);
 	control_stop(d->ctl);
+	if (d->se)
+		fuse_session_destroy(d->se);
+	gate_free(d->gate);
 	lfs_free(d->fs);
 	coord_free(d->coord);
 	lease_store_close(d->store);
@@ -868,6 +901,56 @@ static void detach_stdio(void)
 	close(fd);
 }
 
+/* Highest fd limit the kernel allows a process (fs.nr_open). */
+static rlim_t nr_open(void)
+{
+	FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+	unsigned long long v = 0;
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu", &v) != 1)
+		v = 0;
+	fclose(f);
+	return (rlim_t)v;
+}
+
+/* One fd per inode the kernel holds: raise the hard limit to nr_open when
+ * privileged (the shell's hard limit is often only a few thousand), else
+ * the soft limit to the hard one. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	rlim_t max = nr_open();
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (max > rl.rlim_max) {
+		struct rlimit up = { .rlim_cur = max, .rlim_max = max };
+
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			return;
+	}
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/*
+ * The daemon process as the passthrough needs it: fds for every inode,
+ * modes taken as sent (each worker applies the caller's umask itself),
+ * and, when privileged, no supplementary groups a caller could borrow.
+ */
+static int process_setup(void)
+{
+	raise_nofile();
+	umask(0);
+	if (geteuid() == 0 && setgroups(0, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
 static int run_daemon(struct mount_opts *o, int report_fd)
 {
 	struct daemon d = { .opts = o, .hostlock_fd = -1, .signal_fd = -1,
@@ -876,6 +959,12 @@ static int run_daemon(struct mount_opts *o, int report_fd)
 	int r, code;
 
 	d.acquire_deadline = lease_deadline_ms((int64_t)(o->wait_s * 1000));
+	r = process_setup();
+	if (r < 0) {
+		lease_err_set(&err, LEASE_E_IO, r, NULL,
+			      "cannot drop supplementary groups: %s", strerror(-r));
+		goto fail;
+	}
 	r = block_signals(&d);
 	if (r < 0) {
 		lease_err_set(&err, LEASE_E_IO, r, NULL,
@@ -894,7 +983,7 @@ static int run_daemon(struct mount_opts *o, int report_fd)
 	report(&report_fd, EXIT_OK);
 	if (!o->foreground)
 		detach_stdio();
-	r = lfs_run(d.fs);
+	r = session_run(d.se, 0);
 	if (r < 0)
 		fprintf(stderr, "leasefs: session loop: %s\n", strerror(-r));
 	code = teardown(&d) == 0 && r == 0 ? EXIT_OK : EXIT_FAIL;

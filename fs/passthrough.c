@@ -1,46 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Low-level FUSE passthrough of one root directory.
- *
- * Inodes: every inode the kernel knows is a record keyed by (dev, ino) in
- * a hash table and refcounted by the kernel's nlookup.  The FUSE node id is
- * the address of the record (FUSE_ROOT_ID stands for the root record).  A
- * record holds either an O_PATH fd, open until the kernel forgets the
- * inode, or - once the fd budget is spent - a file handle from which an
- * O_PATH fd is reopened per use (open_by_handle_at).  So the number of
- * inodes the kernel may keep is bounded by memory, not by RLIMIT_NOFILE.
- *
- * Credentials: when the daemon runs as root, every backing operation made
- * on behalf of a caller (lookup, readdirplus, open, opendir, create,
- * remove, rename, setattr, xattrs) runs with the caller's fsuid/fsgid on
- * the worker thread, so the backing filesystem checks it again with the
- * caller's rights and never the daemon's: a stale kernel cache or a
- * host-side chmod cannot be turned into root's access.  A worker keeps the
- * identity of the caller it served last and switches only when the next
- * caller differs (a switch costs two credential syscalls, ~4 us here);
- * the only backing call that needs the daemon's own identity, opening an
- * inode by handle, switches to it explicitly (inode_fd()).  Calls on an
- * open fd (read, write, fsync, ...) need no identity.  The daemon itself holds no
- * supplementary groups (main drops them); the caller's are installed, per
- * thread, only when a call failed with EACCES or EPERM without them, and
- * are always dropped again.  A caller with uid 0 keeps the daemon's
- * capabilities: FUSE does not tell which capabilities it has, so the
- * kernel's own check on the mount is the one that counts for it.
- *
- * Modes: FUSE_CAP_DONT_MASK is on and each worker thread has its own
- * umask (unshare(CLONE_FS)), set to the caller's around a creating call,
- * so the backing filesystem applies either the umask or the parent's
- * default ACL, exactly as it does natively.  POSIX ACLs are enforced by
- * the kernel (FUSE_CAP_POSIX_ACL, with default_permissions).
+ * Low-level FUSE passthrough of one root directory: the operations.
  *
  * Names: every backing call resolves one name relative to an O_PATH fd of
  * its parent and never follows a symlink at that name (AT_SYMLINK_NOFOLLOW,
  * O_NOFOLLOW, or calls that never follow); /proc/self/fd/N is used only to
  * reach the inode an O_PATH fd already names.  So no operation can leave
- * ROOT through a symlink, whatever the backing directory holds.
+ * ROOT through a symlink, whatever the backing directory holds.  Backing
+ * calls made for a caller run as the caller (creds.c); the inode table is
+ * inode.c's.
  *
- * This file knows nothing of leases: gate.c wraps the mutating entries of
- * the table built here.
+ * Policy comes from struct lfs_config (cache timeouts, whether the page
+ * cache is kept across opens); this file decides none of it and knows
+ * nothing of leases: the daemon composes the gate in front of lfs_ops().
  *
  * Error convention: helpers return 0 or -errno; reply_err() is the one
  * place that turns an error into a FUSE reply.
@@ -67,24 +39,12 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "fs.h"
+#include "lfs_int.h"
 
 #define LFS_MAX_WRITE (1u << 20)
-#define LFS_TABLE_MIN_BUCKETS 1024u
 /* Cache timeouts (s) once the lease is lost: the root has a new owner. */
 #define LFS_LOST_TIMEOUT 1.0
-#define PROC_FD_PATH_MAX 32
 
-struct lfs_inode {
-	struct lfs_inode *next; /* hash chain; fs->lock */
-	uint64_t nlookup;       /* kernel references; fs->lock */
-	dev_t dev;              /* immutable */
-	ino_t ino;              /* immutable */
-	int fd;                 /* O_PATH, or -1 when `handle` is used;
-				 * immutable while the record lives */
-	struct file_handle *handle; /* when fd < 0; immutable */
-	bool pinned;            /* root: never freed by forget; immutable */
-};
 
 struct lfs_dir {
 	DIR *dp;
@@ -92,476 +52,46 @@ struct lfs_dir {
 	struct dirent *pending;  /* read from dp but not yet returned */
 };
 
-struct lfs {
-	struct lfs_config cfg;
-	char *root_path;
-	char *mountpoint;
-	struct fuse_session *se;
-	struct lfs_inode root;
-	uid_t own_uid;          /* daemon credentials restored after switches */
-	gid_t own_gid;
-	bool switch_creds;      /* privileged daemon: act as each caller */
-	/* Cache policy; lfs_after_loss() turns the exclusive one off. */
-	_Atomic double entry_timeout;
-	_Atomic double attr_timeout;
-	atomic_bool keep_cache;
-	int root_mnt_id;        /* handles are only used on the root's mount */
-	int mount_fd;           /* root, O_RDONLY: open_by_handle_at refuses
-				 * O_PATH fds as its mount fd */
-	atomic_long kept_fds;   /* inode records holding an fd */
-	atomic_bool handles_used; /* some record has been handle-only */
-	long keep_files;        /* keep a non-directory's fd below this many */
-	long keep_dirs;         /* keep a directory's fd below this many */
-
-	/* lock protects the hash table: buckets, nbuckets, count, and every
-	 * inode's next and nlookup.  Held only for table operations; never
-	 * across a reply or a syscall. */
-	pthread_mutex_t lock;
-	struct lfs_inode **buckets;
-	size_t nbuckets;          /* power of two */
-	size_t count;
-};
-
-/* ---- small helpers ------------------------------------------------------ */
-
-static struct lfs *req_fs(fuse_req_t req)
-{
-	return fuse_req_userdata(req);
-}
-
-static struct lfs_inode *inode_of(struct lfs *fs, fuse_ino_t ino)
-{
-	if (ino == FUSE_ROOT_ID)
-		return &fs->root;
-	return (struct lfs_inode *)(uintptr_t)ino;
-}
-
-static fuse_ino_t node_id(struct lfs *fs, struct lfs_inode *inode)
-{
-	if (inode == &fs->root)
-		return FUSE_ROOT_ID;
-	return (fuse_ino_t)(uintptr_t)inode;
-}
-
 /* The one mapping of an internal error to a FUSE reply. */
 static void reply_err(fuse_req_t req, int rc)
 {
 	fuse_reply_err(req, rc < 0 ? -rc : rc);
 }
 
-static bool is_dot(const char *name)
-{
-	return name[0] == '.' &&
-	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
-}
 
-static int neg_errno(void)
-{
-	return errno ? -errno : -EIO;
-}
 
-/* "/proc/self/fd/N" for fd into buf. */
-static const char *proc_path(char buf[PROC_FD_PATH_MAX], int fd)
-{
-	snprintf(buf, PROC_FD_PATH_MAX, "/proc/self/fd/%d", fd);
-	return buf;
-}
 
-static int stat_fd(int fd, struct stat *st)
-{
-	if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
-		return neg_errno();
-	return 0;
-}
 
-static void act_as(uid_t uid, gid_t gid);
-
-/* An O_PATH fd for inode: its own, or a fresh one from its handle; give
- * it back with inode_fd_put().  A handle needs CAP_DAC_READ_SEARCH: that
- * path acts as the daemon itself. */
-static int inode_fd(struct lfs *fs, struct lfs_inode *inode)
-{
-	int fd;
-
-	if (inode->fd >= 0)
-		return inode->fd;
-	if (fs->switch_creds)
-		act_as(fs->own_uid, fs->own_gid);
-	fd = open_by_handle_at(fs->mount_fd, inode->handle, O_PATH | O_CLOEXEC);
-	if (fd >= 0)
-		return fd;
-	/* A handle goes stale when its object is deleted: answer as a path
-	 * lookup of a deleted object would. */
-	return errno == ESTALE ? -ENOENT : neg_errno();
-}
-
-static void inode_fd_put(struct lfs_inode *inode, int fd)
-{
-	if (fd >= 0 && fd != inode->fd)
-		close(fd);
-}
 
 
 /* ---- caller credentials ------------------------------------------------- */
 
-/*
- * This worker thread's own fs context (umask), so that the caller's umask
- * can be set per call.  False if the kernel refused: the caller's umask is
- * then applied to the mode by hand (a default ACL then sees a masked mode).
- */
-static bool thread_fs_private(void)
-{
-	static __thread int state; /* 0 unknown, 1 private, -1 refused */
 
-	if (state == 0)
-		state = unshare(CLONE_FS) == 0 ? 1 : -1;
-	return state > 0;
-}
 
-/* The caller's supplementary groups, however many (NULL, 0 if none). */
-static int caller_groups(fuse_req_t req, gid_t **out)
-{
-	int size = 32, n;
 
-	for (;;) {
-		gid_t *g = malloc(sizeof(*g) * (size_t)size);
 
-		if (!g)
-			return -ENOMEM;
-		n = fuse_req_getgroups(req, size, g);
-		if (n <= 0) {
-			free(g);
-			*out = NULL;
-			return n < 0 ? n : 0;
-		}
-		if (n <= size) {
-			*out = g;
-			return n;
-		}
-		free(g);
-		size = n;
-	}
-}
 
-/* Per-thread setgroups (the raw syscall; glibc's wrapper would change
- * every thread).  A worker that cannot drop a caller's groups again must
- * not serve another request: that is a broken invariant, not an error. */
-static int thread_setgroups(size_t n, const gid_t *groups)
-{
-	return syscall(SYS_setgroups, n, groups) < 0 ? neg_errno() : 0;
-}
 
-static void thread_dropgroups(void)
-{
-	if (thread_setgroups(0, NULL) < 0)
-		abort();
-}
 
-/* After fn failed with `rc` (EACCES or EPERM) under fsuid/fsgid alone:
- * once more with the caller's supplementary groups, if it has any. */
-static int retry_with_groups(fuse_req_t req, int (*fn)(void *), void *arg,
-			     int rc)
-{
-	gid_t *groups = NULL;
-	int n = caller_groups(req, &groups), r;
 
-	if (n <= 0)
-		return rc;
-	r = thread_setgroups((size_t)n, groups);
-	free(groups);
-	if (r < 0)
-		return rc;
-	r = fn(arg);
-	thread_dropgroups();
-	return r;
-}
 
-/* The fsuid/fsgid this worker thread acts as; unknown (-1) until set,
- * since a thread libfuse starts inherits its creator's. */
-static __thread uid_t thread_uid = (uid_t)-1;
-static __thread gid_t thread_gid = (gid_t)-1;
-
-/* Make this thread act as uid/gid.  The gid first: while fsuid is not 0
- * the filesystem capabilities are gone, CAP_SETGID is not. */
-static void act_as(uid_t uid, gid_t gid)
-{
-	if (thread_gid != gid) {
-		setfsgid(gid);
-		thread_gid = gid;
-	}
-	if (thread_uid != uid) {
-		setfsuid(uid);
-		thread_uid = uid;
-	}
-}
-
-/* Act as the caller of req (a privileged daemon only). */
-static void act_as_caller(fuse_req_t req)
-{
-	struct lfs *fs = req_fs(req);
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-
-	if (fs->switch_creds)
-		act_as(ctx->uid, ctx->gid);
-}
-
-/*
- * Runs fn(arg) as the caller (fsuid/fsgid), and with the caller's umask
- * when `mode` is non-NULL (the mode fn will use; masked by hand if the
- * thread cannot have its own umask).  An EACCES or EPERM without
- * supplementary groups is retried once with the caller's.
- */
-static int as_caller_masked(fuse_req_t req, int (*fn)(void *), void *arg,
-			    mode_t *mode)
-{
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	int rc;
-
-	if (mode) {
-		if (thread_fs_private())
-			umask(ctx->umask);
-		else
-			*mode &= ~ctx->umask;
-	}
-	act_as_caller(req);
-	rc = fn(arg);
-	if ((rc == -EACCES || rc == -EPERM) && req_fs(req)->switch_creds)
-		rc = retry_with_groups(req, fn, arg, rc);
-	return rc;
-}
-
-static int as_caller(fuse_req_t req, int (*fn)(void *), void *arg)
-{
-	return as_caller_masked(req, fn, arg, NULL);
-}
 
 /* ---- inode table -------------------------------------------------------- */
 
-static size_t hash_key(dev_t dev, ino_t ino)
-{
-	uint64_t h = (uint64_t)ino ^ ((uint64_t)dev * 0x9e3779b97f4a7c15ull);
 
-	h ^= h >> 31;
-	h *= 0xbf58476d1ce4e5b9ull;
-	h ^= h >> 29;
-	return (size_t)h;
-}
 
-/* Caller holds fs->lock. */
-static struct lfs_inode *table_find_locked(struct lfs *fs, dev_t dev,
-					   ino_t ino)
-{
-	struct lfs_inode *p = fs->buckets[hash_key(dev, ino) & (fs->nbuckets - 1)];
 
-	while (p && !(p->ino == ino && p->dev == dev))
-		p = p->next;
-	return p;
-}
 
-/* Caller holds fs->lock.  Doubling keeps chains O(1) on average; a failed
- * allocation leaves the table usable at a higher load. */
-static void table_grow_locked(struct lfs *fs)
-{
-	size_t n = fs->nbuckets * 2, i;
-	struct lfs_inode **nb = calloc(n, sizeof(*nb));
 
-	if (!nb)
-		return;
-	for (i = 0; i < fs->nbuckets; i++) {
-		struct lfs_inode *p = fs->buckets[i], *next;
 
-		for (; p; p = next) {
-			size_t b = hash_key(p->dev, p->ino) & (n - 1);
 
-			next = p->next;
-			p->next = nb[b];
-			nb[b] = p;
-		}
-	}
-	free(fs->buckets);
-	fs->buckets = nb;
-	fs->nbuckets = n;
-}
 
-/* Caller holds fs->lock. */
-static void table_insert_locked(struct lfs *fs, struct lfs_inode *inode)
-{
-	size_t b;
 
-	if (fs->count >= fs->nbuckets)
-		table_grow_locked(fs);
-	b = hash_key(inode->dev, inode->ino) & (fs->nbuckets - 1);
-	inode->next = fs->buckets[b];
-	fs->buckets[b] = inode;
-	fs->count++;
-}
 
-/* Caller holds fs->lock. */
-static void table_remove_locked(struct lfs *fs, struct lfs_inode *inode)
-{
-	struct lfs_inode **pp =
-		&fs->buckets[hash_key(inode->dev, inode->ino) & (fs->nbuckets - 1)];
 
-	while (*pp && *pp != inode)
-		pp = &(*pp)->next;
-	if (*pp) {
-		*pp = inode->next;
-		fs->count--;
-	}
-}
 
-/* A new kernel reference to the inode (dev, ino), or NULL if unknown. */
-static struct lfs_inode *table_ref(struct lfs *fs, dev_t dev, ino_t ino)
-{
-	struct lfs_inode *p;
 
-	pthread_mutex_lock(&fs->lock);
-	p = table_find_locked(fs, dev, ino);
-	if (p)
-		p->nlookup++;
-	pthread_mutex_unlock(&fs->lock);
-	return p;
-}
 
-static void inode_destroy(struct lfs *fs, struct lfs_inode *inode)
-{
-	if (inode->fd >= 0) {
-		close(inode->fd);
-		atomic_fetch_sub(&fs->kept_fds, 1);
-	}
-	free(inode->handle);
-	free(inode);
-}
-
-/* A file handle big enough for any filesystem. */
-struct handle_buf {
-	struct file_handle fh;
-	unsigned char bytes[MAX_HANDLE_SZ];
-};
-
-/* The handle of `name` in dirfd (not following symlinks), if it can be
- * opened through the root's mount; -errno otherwise. */
-static int get_handle(struct lfs *fs, int dirfd, const char *name, int flags,
-		      struct handle_buf *hb)
-{
-	int mnt_id;
-
-	if (fs->root_mnt_id < 0)
-		return -EOPNOTSUPP;
-	hb->fh.handle_bytes = MAX_HANDLE_SZ;
-	if (name_to_handle_at(dirfd, name, &hb->fh, &mnt_id, flags) < 0)
-		return neg_errno();
-	return mnt_id == fs->root_mnt_id ? 0 : -EXDEV;
-}
-
-static bool handle_eq(const struct file_handle *a, const struct file_handle *b)
-{
-	return a->handle_bytes == b->handle_bytes &&
-	       a->handle_type == b->handle_type &&
-	       memcmp(a->f_handle, b->f_handle, a->handle_bytes) == 0;
-}
-
-/*
- * A handle-only record does not pin its inode, so after the file is
- * deleted its (dev, ino) may be reused while the kernel still holds the
- * record.  Such a record is stale for lookups: `current` is the handle
- * now at that (dev, ino).
- */
-static bool record_stale(const struct lfs_inode *p, const struct handle_buf *current)
-{
-	return p->fd < 0 && !handle_eq(p->handle, &current->fh);
-}
-
-/* Trades the fd of a new record for its handle (hb, or NULL if it has
- * none) once the budget is spent. */
-static void inode_settle(struct lfs *fs, struct lfs_inode *inode,
-			 const struct stat *st, const struct handle_buf *hb)
-{
-	long limit = S_ISDIR(st->st_mode) ? fs->keep_dirs : fs->keep_files;
-	size_t sz;
-
-	if (atomic_fetch_add(&fs->kept_fds, 1) < limit || !hb)
-		return;
-	sz = sizeof(hb->fh) + hb->fh.handle_bytes;
-	inode->handle = malloc(sz);
-	if (!inode->handle)
-		return;
-	memcpy(inode->handle, &hb->fh, sz);
-	atomic_store(&fs->handles_used, true);
-	close(inode->fd);
-	inode->fd = -1;
-	atomic_fetch_sub(&fs->kept_fds, 1);
-}
-
-/* Takes ownership of fd (an O_PATH fd whose stat is st) and returns a
- * referenced inode for it: an existing live record if another thread won
- * the race (the new one is then dropped), else a new one, which replaces a
- * stale record in the table.  NULL on allocation failure (fd closed). */
-static struct lfs_inode *table_ref_or_add(struct lfs *fs, int fd,
-					  const struct stat *st)
-{
-	struct lfs_inode *fresh = calloc(1, sizeof(*fresh)), *p;
-	struct handle_buf hb;
-	bool have = false;
-
-	if (!fresh) {
-		close(fd);
-		return NULL;
-	}
-	fresh->dev = st->st_dev;
-	fresh->ino = st->st_ino;
-	fresh->fd = fd;
-	fresh->nlookup = 1;
-	/* Needed only once records may be handle-only (to settle this one
-	 * or to detect a stale one); below the budget it is skipped. */
-	if (atomic_load(&fs->handles_used) ||
-	    atomic_load(&fs->kept_fds) >= fs->keep_files)
-		have = get_handle(fs, fd, "", AT_EMPTY_PATH, &hb) == 0;
-	inode_settle(fs, fresh, st, have ? &hb : NULL);
-
-	pthread_mutex_lock(&fs->lock);
-	p = table_find_locked(fs, st->st_dev, st->st_ino);
-	if (p && have && record_stale(p, &hb)) {
-		table_remove_locked(fs, p);
-		p = NULL;
-	}
-	if (p)
-		p->nlookup++;
-	else
-		table_insert_locked(fs, fresh);
-	pthread_mutex_unlock(&fs->lock);
-
-	if (!p)
-		return fresh;
-	inode_destroy(fs, fresh);
-	return p;
-}
-
-/* Takes a stale record out of the table; the kernel's references to it
- * stay valid until forgotten. */
-static void table_detach(struct lfs *fs, struct lfs_inode *inode)
-{
-	pthread_mutex_lock(&fs->lock);
-	table_remove_locked(fs, inode);
-	pthread_mutex_unlock(&fs->lock);
-}
-
-/* Drops n kernel references; frees the record when none remain. */
-static void table_unref(struct lfs *fs, struct lfs_inode *inode, uint64_t n)
-{
-	bool dead = false;
-
-	pthread_mutex_lock(&fs->lock);
-	inode->nlookup = inode->nlookup > n ? inode->nlookup - n : 0;
-	if (inode->nlookup == 0 && !inode->pinned) {
-		table_remove_locked(fs, inode);
-		dead = true;
-	}
-	pthread_mutex_unlock(&fs->lock);
-
-	if (dead)
-		inode_destroy(fs, inode);
-}
 
 /* ---- lookup ------------------------------------------------------------- */
 
@@ -1564,7 +1094,7 @@ static void want(struct fuse_conn_info *conn, unsigned caps)
 
 static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 {
-	struct lfs *fs = userdata;
+	struct lfs *fs = ((struct lfs_session *)userdata)->fs;
 	bool excl = atomic_load(&fs->keep_cache);
 
 	/* Splice both ways.  Measured on 2 cores, interleaved: 512 MiB
@@ -1597,7 +1127,7 @@ static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_write = LFS_MAX_WRITE;
 }
 
-static const struct fuse_lowlevel_ops lfs_ops = {
+static const struct fuse_lowlevel_ops passthrough_ops = {
 	.init = lfs_init,
 	.lookup = lfs_lookup,
 	.forget = lfs_forget,
@@ -1634,127 +1164,13 @@ static const struct fuse_lowlevel_ops lfs_ops = {
 	.removexattr = lfs_removexattr,
 };
 
-/* Highest fd limit the kernel allows a process (fs.nr_open). */
-static rlim_t nr_open(void)
+const struct fuse_lowlevel_ops *lfs_ops(void)
 {
-	FILE *f = fopen("/proc/sys/fs/nr_open", "re");
-	unsigned long long v = 0;
-
-	if (!f)
-		return 0;
-	if (fscanf(f, "%llu", &v) != 1)
-		v = 0;
-	fclose(f);
-	return (rlim_t)v;
+	return &passthrough_ops;
 }
 
-/* One fd per inode the kernel holds: raise the hard limit to nr_open when
- * privileged (the shell's hard limit is often only a few thousand), else
- * the soft limit to the hard one. */
-static void raise_nofile(void)
+int lfs_new(const struct lfs_config *cfg, struct lfs **out)
 {
-	struct rlimit rl;
-	rlim_t max = nr_open();
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-		return;
-	if (max > rl.rlim_max) {
-		struct rlimit up = { .rlim_cur = max, .rlim_max = max };
-
-		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
-			return;
-	}
-	if (rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
-/* The mount id handles must carry to be opened through the root; -1 (no
- * handles, every inode keeps its fd) if the backing fs has none. */
-static int root_mount_id(int fd)
-{
-	char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
-	struct file_handle *fh = (struct file_handle *)buf;
-	int mnt_id;
-
-	fh->handle_bytes = MAX_HANDLE_SZ;
-	if (name_to_handle_at(fd, "", fh, &mnt_id, AT_EMPTY_PATH) < 0)
-		return -1;
-	return mnt_id;
-}
-
-/* Inodes keep their fds while at most half the fd limit is spent on
- * files and three quarters on inodes overall (directories are the *at()
- * bases), leaving the rest for open files and directory streams. */
-static void set_fd_budget(struct lfs *fs)
-{
-	struct rlimit rl;
-	long cur = 1024;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		cur = (long)rl.rlim_cur;
-	fs->keep_files = cur / 2;
-	fs->keep_dirs = cur / 4 * 3;
-}
-
-/*
- * The root the lease names is a canonical path (no symlinks in it).  Open
- * exactly that, refusing any symlink that appeared in the path since it
- * was resolved: the daemon must serve the directory it holds the lease on.
- */
-static int open_canonical_dir(const char *path)
-{
-	struct open_how how = {
-		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-	long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
-
-	if (fd < 0 && errno == ENOSYS)
-		fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return (int)fd;
-}
-
-static int open_root(struct lfs *fs)
-{
-	struct stat st;
-	int rc;
-
-	fs->root.fd = open_canonical_dir(fs->root_path);
-	if (fs->root.fd < 0)
-		return neg_errno();
-	rc = stat_fd(fs->root.fd, &st);
-	if (rc < 0)
-		return rc;
-	fs->root.dev = st.st_dev;
-	fs->root.ino = st.st_ino;
-	fs->root_mnt_id = root_mount_id(fs->root.fd);
-	fs->mount_fd = openat(fs->root.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fs->mount_fd < 0)
-		fs->root_mnt_id = -1;
-	fs->root.nlookup = 1;
-	fs->root.pinned = true;
-	table_insert_locked(fs, &fs->root); /* not yet shared */
-	return 0;
-}
-
-/* A privileged daemon acts as each caller, and holds no supplementary
- * groups of its own that a caller's request could borrow. */
-static int save_creds(struct lfs *fs)
-{
-	fs->own_uid = geteuid();
-	fs->own_gid = getegid();
-	fs->switch_creds = fs->own_uid == 0;
-	if (fs->switch_creds && setgroups(0, NULL) < 0)
-		return neg_errno();
-	return 0;
-}
-
-int lfs_new(const struct lfs_config *cfg, struct fuse_args *args,
-	    struct lfs **out)
-{
-	struct fuse_lowlevel_ops ops = lfs_ops;
 	struct lfs *fs = calloc(1, sizeof(*fs));
 	int rc;
 
@@ -1778,22 +1194,10 @@ int lfs_new(const struct lfs_config *cfg, struct fuse_args *args,
 	rc = save_creds(fs);
 	if (rc < 0)
 		goto fail;
-	raise_nofile();
 	set_fd_budget(fs);
-	/* Modes arrive unmasked; each worker sets the caller's umask on
-	 * its own fs context, or masks by hand (as_caller_masked). */
-	umask(0);
 	rc = open_root(fs);
 	if (rc < 0)
 		goto fail;
-
-	lfs_gate_init(cfg->coord);
-	lfs_gate_ops(&ops);
-	fs->se = fuse_session_new(args, &ops, sizeof(ops), fs);
-	if (!fs->se) {
-		rc = -EINVAL;
-		goto fail;
-	}
 	*out = fs;
 	return 0;
 fail:
@@ -1801,102 +1205,7 @@ fail:
 	return rc;
 }
 
-struct fuse_session *lfs_session(struct lfs *fs)
-{
-	return fs->se;
-}
-
-int lfs_mount(struct lfs *fs, const char *mountpoint)
-{
-	free(fs->mountpoint);
-	fs->mountpoint = strdup(mountpoint);
-	if (!fs->mountpoint)
-		return -ENOMEM;
-	if (fuse_session_mount(fs->se, mountpoint) != 0)
-		return -EIO;
-	return 0;
-}
-
-/*
- * fs.h pins FUSE_USE_VERSION 34, whose fuse_session_loop_mt() takes the old
- * two-field config and cannot bound the worker count.  The 3.12 loop is
- * exported by every libfuse >= 3.12 (versioned symbol) and takes the
- * opaque config that fuse_loop_cfg_create() returns.
- */
-int fuse_session_loop_mt_312(struct fuse_session *se,
-			     struct fuse_loop_config *config);
-
-/* One worker per CPU, at least two so that one blocking call (fsync, a
- * cold read) does not stall the mount.  Measured on 2 cores: 2 workers beat
- * 4 on serial metadata (rename 10-11k/s vs 6.5-8k/s) and tie on untar;
- * 1 worker is slowest everywhere; clone_fd made no measurable difference. */
-static unsigned default_threads(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	if (n < 2)
-		return 2;
-	return n > 16 ? 16 : (unsigned)n;
-}
-
-int lfs_run(struct lfs *fs)
-{
-	struct fuse_loop_config *lc = fuse_loop_cfg_create();
-	unsigned threads = fs->cfg.max_threads ? fs->cfg.max_threads
-					       : default_threads();
-	int res;
-
-	if (!lc)
-		return -ENOMEM;
-	fuse_loop_cfg_set_max_threads(lc, threads);
-	/* Idle limit = worker limit: a worker is never retired, since thread
-	 * churn costs more than idle threads do. */
-	fuse_loop_cfg_set_idle_threads(lc, threads);
-	fuse_loop_cfg_set_clone_fd(lc, 0);
-	res = fuse_session_loop_mt_312(fs->se, lc);
-	fuse_loop_cfg_destroy(lc);
-	return res < 0 ? res : 0;
-}
-
-/*
- * Reconfigure the superblock read-only through fspick()/fsconfig(): that
- * changes SB_RDONLY and nothing else.  A legacy MS_REMOUNT would also
- * replace the mount's own flags (nosuid, nodev, noexec, atime) with the
- * ones passed, and this call has no business weakening them.
- */
-int lfs_remount_readonly(struct lfs *fs)
-{
-	int fd, rc = 0;
-
-	if (!fs->mountpoint)
-		return -EINVAL;
-	fd = fspick(AT_FDCWD, fs->mountpoint, FSPICK_CLOEXEC | FSPICK_NO_AUTOMOUNT);
-	if (fd < 0)
-		return neg_errno();
-	if (fsconfig(fd, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0 ||
-	    fsconfig(fd, FSCONFIG_CMD_RECONFIGURE, NULL, NULL, 0) < 0)
-		rc = neg_errno();
-	close(fd);
-	return rc;
-}
-
-/* Node ids of every inode the kernel holds; *n of them, malloc'ed. */
-static fuse_ino_t *known_nodes(struct lfs *fs, size_t *n)
-{
-	fuse_ino_t *ids;
-	size_t i, k = 0;
-
-	pthread_mutex_lock(&fs->lock);
-	ids = malloc(sizeof(*ids) * (fs->count ? fs->count : 1));
-	for (i = 0; ids && i < fs->nbuckets; i++)
-		for (struct lfs_inode *p = fs->buckets[i]; p; p = p->next)
-			ids[k++] = node_id(fs, p);
-	pthread_mutex_unlock(&fs->lock);
-	*n = k;
-	return ids;
-}
-
-void lfs_after_loss(struct lfs *fs)
+void lfs_after_loss(struct lfs *fs, struct fuse_session *se)
 {
 	size_t n, i;
 	fuse_ino_t *ids;
@@ -1907,37 +1216,14 @@ void lfs_after_loss(struct lfs *fs)
 	ids = known_nodes(fs, &n);
 	/* A node forgotten meanwhile answers ENOENT: nothing to drop. */
 	for (i = 0; ids && i < n; i++)
-		fuse_lowlevel_notify_inval_inode(fs->se, ids[i], 0, 0);
+		fuse_lowlevel_notify_inval_inode(se, ids[i], 0, 0);
 	free(ids);
-}
-
-void lfs_unmount(struct lfs *fs)
-{
-	fuse_session_unmount(fs->se);
-}
-
-static void table_free(struct lfs *fs)
-{
-	size_t i;
-
-	for (i = 0; fs->buckets && i < fs->nbuckets; i++) {
-		struct lfs_inode *p = fs->buckets[i], *next;
-
-		for (; p; p = next) {
-			next = p->next;
-			if (p != &fs->root)
-				inode_destroy(fs, p);
-		}
-	}
-	free(fs->buckets);
 }
 
 void lfs_free(struct lfs *fs)
 {
 	if (!fs)
 		return;
-	if (fs->se)
-		fuse_session_destroy(fs->se);
 	table_free(fs);
 	if (fs->root.fd >= 0)
 		close(fs->root.fd);
@@ -1945,6 +1231,5 @@ void lfs_free(struct lfs *fs)
 		close(fs->mount_fd);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs->root_path);
-	free(fs->mountpoint);
 	free(fs);
 }

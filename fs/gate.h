@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The lease gate: one layer in front of an ops table.
+ *
+ * gate_ops() is the inner table with every mutating entry replaced by a
+ * wrapper that enters the coordinator's admission, answers EROFS if the
+ * lease is not healthy, and otherwise runs the inner operation (which
+ * replies) inside admission.  A mutation already inside its backing
+ * syscall when loss fires completes; none starts after loss.
+ *
+ * Mutating: write, write_buf, create, mknod, mkdir, symlink, link, unlink,
+ * rmdir, rename, setattr, setxattr, removexattr, fallocate,
+ * copy_file_range (its destination), and open with write access or
+ * O_TRUNC.  Everything else (lookups, reads, read-only opens, flush, fsync,
+ * release, locks, xattr reads, statfs) is the inner operation itself.
+ *
+ * The wrappers find their gate through the session's userdata, a
+ * struct lfs_session (fs.h).  A process may have any number of gates.
+ */
+#ifndef LEASEFS_GATE_H
+#define LEASEFS_GATE_H
+
+#include "coord.h"
+#include "fs.h"
+
+struct gate;
+
+/* A gate over `inner` (copied), admitting through `coord` (borrowed; it
+ * must outlive the gate).  0 or -ENOMEM. */
+int gate_new(struct coord *coord, const struct fuse_lowlevel_ops *inner,
+	     struct gate **out);
+/* The gated table; valid for the gate's life. */
+const struct fuse_lowlevel_ops *gate_ops(const struct gate *g);
+void gate_free(struct gate *g);
+
+#endif

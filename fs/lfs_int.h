@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals of the passthrough, shared by its units and nothing else:
+ *   inode.c        inode table, file handles, fd budget, the root record
+ *   creds.c        acting as the caller (fsuid/fsgid, groups, umask)
+ *   passthrough.c  the operations and the passthrough object
+ * The daemon and the gate see only fs.h.
+ */
+#ifndef LEASEFS_LFS_INT_H
+#define LEASEFS_LFS_INT_H
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "fs.h"
+
+#define LFS_TABLE_MIN_BUCKETS 1024u
+#define PROC_FD_PATH_MAX 32
+
+struct lfs_inode {
+	struct lfs_inode *next; /* hash chain; fs->lock */
+	uint64_t nlookup;       /* kernel references; fs->lock */
+	dev_t dev;              /* immutable */
+	ino_t ino;              /* immutable */
+	int fd;                 /* O_PATH, or -1 when `handle` is used;
+				 * immutable while the record lives */
+	struct file_handle *handle; /* when fd < 0; immutable */
+	bool pinned;            /* root: never freed by forget; immutable */
+};
+
+struct lfs {
+	struct lfs_config cfg;
+	char *root_path;
+	struct lfs_inode root;
+	uid_t own_uid;          /* daemon credentials restored after switches */
+	gid_t own_gid;
+	bool switch_creds;      /* privileged daemon: act as each caller */
+	/* Cache policy; lfs_after_loss() turns the exclusive one off. */
+	_Atomic double entry_timeout;
+	_Atomic double attr_timeout;
+	atomic_bool keep_cache;
+	int root_mnt_id;        /* handles are only used on the root's mount */
+	int mount_fd;           /* root, O_RDONLY: open_by_handle_at refuses
+				 * O_PATH fds as its mount fd */
+	atomic_long kept_fds;   /* inode records holding an fd */
+	atomic_bool handles_used; /* some record has been handle-only */
+	long keep_files;        /* keep a non-directory's fd below this many */
+	long keep_dirs;         /* keep a directory's fd below this many */
+
+	/* lock protects the hash table: buckets, nbuckets, count, and every
+	 * inode's next and nlookup.  Held only for table operations; never
+	 * across a reply or a syscall. */
+	pthread_mutex_t lock;
+	struct lfs_inode **buckets;
+	size_t nbuckets;          /* power of two */
+	size_t count;
+};
+
+/* A file handle big enough for any filesystem. */
+struct handle_buf {
+	struct file_handle fh;
+	unsigned char bytes[MAX_HANDLE_SZ];
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+/* The passthrough of the session req came in on. */
+static inline struct lfs *req_fs(fuse_req_t req)
+{
+	return ((struct lfs_session *)fuse_req_userdata(req))->fs;
+}
+
+static inline struct lfs_inode *inode_of(struct lfs *fs, fuse_ino_t ino)
+{
+	if (ino == FUSE_ROOT_ID)
+		return &fs->root;
+	return (struct lfs_inode *)(uintptr_t)ino;
+}
+
+static inline fuse_ino_t node_id(struct lfs *fs, struct lfs_inode *inode)
+{
+	if (inode == &fs->root)
+		return FUSE_ROOT_ID;
+	return (fuse_ino_t)(uintptr_t)inode;
+}
+
+static inline bool is_dot(const char *name)
+{
+	return name[0] == '.' &&
+	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
+static inline int neg_errno(void)
+{
+	return errno ? -errno : -EIO;
+}
+
+/* "/proc/self/fd/N" for fd into buf. */
+static inline const char *proc_path(char buf[PROC_FD_PATH_MAX], int fd)
+{
+	snprintf(buf, PROC_FD_PATH_MAX, "/proc/self/fd/%d", fd);
+	return buf;
+}
+
+static inline int stat_fd(int fd, struct stat *st)
+{
+	if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		return neg_errno();
+	return 0;
+}
+
+/* ---- inode.c ------------------------------------------------------------ */
+
+/* An O_PATH fd for inode: its own, or a fresh one from its handle (which
+ * acts as the daemon); give it back with inode_fd_put(). */
+int inode_fd(struct lfs *fs, struct lfs_inode *inode);
+void inode_fd_put(struct lfs_inode *inode, int fd);
+/* A new kernel reference to the inode (dev, ino), or NULL if unknown. */
+struct lfs_inode *table_ref(struct lfs *fs, dev_t dev, ino_t ino);
+/* The handle of `name` in dirfd if it opens through the root's mount. */
+int get_handle(struct lfs *fs, int dirfd, const char *name, int flags,
+	       struct handle_buf *hb);
+/* A handle-only record whose (dev, ino) now names another object. */
+bool record_stale(const struct lfs_inode *p, const struct handle_buf *current);
+/* Takes ownership of the O_PATH fd (whose stat is st): a referenced
+ * record for it, existing or new; NULL on allocation failure. */
+struct lfs_inode *table_ref_or_add(struct lfs *fs, int fd,
+				   const struct stat *st);
+/* Out of the table (stale); the kernel's references stay valid. */
+void table_detach(struct lfs *fs, struct lfs_inode *inode);
+/* Drops n kernel references; frees the record when none remain. */
+void table_unref(struct lfs *fs, struct lfs_inode *inode, uint64_t n);
+/* Node ids of every inode the kernel holds; *n of them, malloc'ed. */
+fuse_ino_t *known_nodes(struct lfs *fs, size_t *n);
+/* How many inodes keep an fd: cfg.fd_budget, else from RLIMIT_NOFILE. */
+void set_fd_budget(struct lfs *fs);
+/* Open the canonical root and make it the pinned root record. */
+int open_root(struct lfs *fs);
+void table_free(struct lfs *fs);
+
+/* ---- creds.c ------------------------------------------------------------ */
+
+/* Record the daemon's identity; a privileged daemon must hold no
+ * supplementary groups (process setup drops them). */
+int save_creds(struct lfs *fs);
+/* This worker thread acts as uid/gid from now on. */
+void act_as(uid_t uid, gid_t gid);
+/* This worker thread acts as req's caller (a privileged daemon only). */
+void act_as_caller(fuse_req_t req);
+/* fn(arg) as the caller; with `mode`, under the caller's umask. */
+int as_caller_masked(fuse_req_t req, int (*fn)(void *), void *arg,
+		     mode_t *mode);
+int as_caller(fuse_req_t req, int (*fn)(void *), void *arg);
+
+#endif
