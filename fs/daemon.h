@@ -1,11 +1,44 @@
 /* SPDX-License-Identifier: MIT */
-/* The daemon's own pieces: host-scoped root lock and control socket. */
+/* The daemon: its entry (daemon.c), host-scoped root lock (hostlock.c) and
+ * control socket (control.c). */
 #ifndef LEASEFS_DAEMON_H
 #define LEASEFS_DAEMON_H
 
+#include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "coord.h"
+
+/* Exit codes; exit_code() is the one place errors become them. */
+enum {
+	EXIT_OK = 0,
+	EXIT_FAIL = 1,
+	EXIT_UNFENCED = 3,  /* revoked, but the holder was not fenced in time */
+	EXIT_USAGE = 64,
+	EXIT_BUSY = 75,
+};
+int exit_code(int r, const struct lease_err *err);
+
+/* `leasefs mount` as parsed and checked by the CLI. */
+struct mount_opts {
+	enum coord_placement placement;
+	const char *leases;
+	const char *session;
+	double wait_s;
+	double ttl_s;
+	char *fuse_opts;     /* comma-joined -o options, each allowed */
+	bool foreground;
+	bool debug;
+	const char *root;
+	const char *mnt_arg;   /* MOUNTPOINT as given */
+	char mountpoint[PATH_MAX];
+	char canon_root[PATH_MAX];
+};
+
+/* Run the mount: in the foreground, or as a daemon whose parent returns
+ * once it serves (or failed).  Returns the exit code. */
+int daemon_mount(struct mount_opts *o);
 
 #define LEASEFS_RUN_DIR "/run/leasefs"
 

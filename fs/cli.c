@@ -1,0 +1,569 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * leasefs: the command line, and the client commands.
+ *
+ *   leasefs mount [options] ROOT MOUNTPOINT
+ *   leasefs status MOUNTPOINT [--json]
+ *   leasefs umount MOUNTPOINT
+ *   leasefs lease list|show NAME|revoke NAME [--leases=URI]
+ *
+ * Exit codes: 0 ok, 64 usage, 75 workspace busy, 1 anything else.  Every
+ * internal function returns 0 or -errno (with a struct lease_err where the
+ * lease library gave one); exit_code() is the one place that maps them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/magic.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+
+#define UMOUNT_TIMEOUT_MS 30000
+/* lease revoke: how long to wait for the holder to be fenced; covers the
+ * default etcd TTL (15 s) plus its fence margin. */
+#define REVOKE_TIMEOUT_S 30.0
+
+static const char usage_text[] =
+	"usage: leasefs mount [--placement=exclusive|session|shared] [--leases=URI]\n"
+	"                     [--session=UUID] [--wait=SECONDS] [--ttl=SECONDS]\n"
+	"                     [-o OPT] [-f] [-d] ROOT MOUNTPOINT\n"
+	"       leasefs status MOUNTPOINT [--json]\n"
+	"       leasefs umount MOUNTPOINT\n"
+	"       leasefs lease list [--leases=URI]\n"
+	"       leasefs lease show NAME [--leases=URI]\n"
+	"       leasefs lease revoke NAME [--leases=URI] [--timeout=SECONDS]\n";
+
+/* The one place errors become exit codes (after the message is printed). */
+int exit_code(int r, const struct lease_err *err)
+{
+	if (r == 0)
+		return EXIT_OK;
+	if (err && err->kind == LEASE_E_HELD)
+		return EXIT_BUSY;
+	if (err && (err->kind == LEASE_E_USAGE || err->kind == LEASE_E_BADNAME))
+		return EXIT_USAGE;
+	return EXIT_FAIL;
+}
+
+static int usage_error(struct lease_err *err, const char *fmt, const char *arg)
+{
+	return lease_err_set(err, LEASE_E_USAGE, 0, NULL, fmt, arg ? arg : "");
+}
+
+static const char *default_leases(void)
+{
+	const char *env = getenv("LEASEFS_LEASES");
+
+	return env && *env ? env : "file:" LEASE_FILE_DEFAULT_DIR;
+}
+
+/* ---- mount options ------------------------------------------------ */
+
+
+static int parse_seconds(const char *s, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	return errno || end == s || *end || *out < 0 || *out > 1e6 ? -EINVAL : 0;
+}
+
+/*
+ * FUSE options a user may pass.  Everything else is refused: leasefs sets
+ * fsname, subtype, allow_other and default_permissions itself, and the
+ * mount is always nosuid and nodev (a root daemon serving other users must
+ * not let a file in ROOT become a setuid program or a device).  "suid" and
+ * "dev", which mount(8) adds from fstab's "defaults", are ignored.
+ */
+static const char *const allowed_fuse_opts[] = {
+	"ro", "rw", "exec", "noexec", "nosuid", "nodev", "sync", "async",
+	"dirsync", "atime", "noatime", "diratime", "nodiratime", "relatime",
+	"norelatime", "strictatime", "nostrictatime", "lazytime", "nolazytime",
+	"allow_other", "default_permissions", NULL,
+};
+static const char *const ignored_fuse_opts[] = {
+	"suid", "dev", "defaults", "auto", "noauto", "nofail", "_netdev",
+	"user", "nouser", "users", NULL,
+};
+
+static bool in_list(const char *const *list, const char *opt)
+{
+	for (; *list; list++)
+		if (strcmp(*list, opt) == 0)
+			return true;
+	return false;
+}
+
+/* 1 to pass `opt` on, 0 to drop it, -EINVAL to refuse it. */
+static int fuse_opt_allowed(const char *opt)
+{
+	if (in_list(allowed_fuse_opts, opt) ||
+	    strncmp(opt, "max_read=", 9) == 0)
+		return 1;
+	if (in_list(ignored_fuse_opts, opt) || strncmp(opt, "x-", 2) == 0)
+		return 0;
+	return -EINVAL;
+}
+
+static int add_fuse_opt(struct mount_opts *o, const char *arg,
+			struct lease_err *err)
+{
+	char *copy = strdup(arg), *save = NULL, *joined;
+	int r = copy ? 0 : -ENOMEM;
+
+	for (char *opt = copy ? strtok_r(copy, ",", &save) : NULL; opt && !r;
+	     opt = strtok_r(NULL, ",", &save)) {
+		r = fuse_opt_allowed(opt);
+		if (r < 0) {
+			r = usage_error(err, "mount option '%s' is not allowed",
+					opt);
+			break;
+		}
+		if (r == 0)
+			continue;
+		r = asprintf(&joined, "%s%s%s", o->fuse_opts ? o->fuse_opts : "",
+			     o->fuse_opts ? "," : "", opt) < 0 ? -ENOMEM : 0;
+		if (!r) {
+			free(o->fuse_opts);
+			o->fuse_opts = joined;
+		}
+	}
+	free(copy);
+	return r;
+}
+
+enum { OPT_PLACEMENT = 256, OPT_LEASES, OPT_SESSION, OPT_WAIT, OPT_TTL,
+       OPT_JSON };
+
+static const struct option mount_longopts[] = {
+	{ "placement", required_argument, NULL, OPT_PLACEMENT },
+	{ "leases", required_argument, NULL, OPT_LEASES },
+	{ "session", required_argument, NULL, OPT_SESSION },
+	{ "wait", required_argument, NULL, OPT_WAIT },
+	{ "ttl", required_argument, NULL, OPT_TTL },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 }
+};
+
+static int parse_mount_opt(struct mount_opts *o, int c, struct lease_err *err)
+{
+	switch (c) {
+	case OPT_PLACEMENT:
+		if (coord_placement_parse(optarg, &o->placement) < 0)
+			return usage_error(err, "bad --placement '%s' (expected "
+					   "exclusive, session or shared)", optarg);
+		return 0;
+	case OPT_LEASES: o->leases = optarg; return 0;
+	case OPT_SESSION:
+		if (!lease_uuid_valid(optarg))
+			return usage_error(err, "bad --session '%s' (expected a "
+					   "lowercase UUID)", optarg);
+		o->session = optarg;
+		return 0;
+	case OPT_WAIT:
+		if (parse_seconds(optarg, &o->wait_s) < 0)
+			return usage_error(err, "bad --wait '%s' (expected seconds)",
+					   optarg);
+		return 0;
+	case OPT_TTL:
+		if (parse_seconds(optarg, &o->ttl_s) < 0 || o->ttl_s < 1)
+			return usage_error(err, "bad --ttl '%s' (expected seconds >= 1)",
+					   optarg);
+		return 0;
+	case 'o': return add_fuse_opt(o, optarg, err);
+	case 'f': o->foreground = true; return 0;
+	case 'd': o->debug = o->foreground = true; return 0;
+	default: return usage_error(err, "%s", "bad option");
+	}
+}
+
+/*
+ * A mount point that answers ENOTCONN is a crashed daemon's.  Asked with
+ * statfs, which FUSE never answers from a cache (stat may be served from
+ * cached attributes for as long as the attribute timeout).
+ */
+static bool is_stale_mount(const char *path)
+{
+	struct statfs sf;
+
+	return statfs(path, &sf) < 0 && errno == ENOTCONN;
+}
+
+/* Detach a crashed daemon's mount on `path`; 0 if there is none. */
+static int clean_stale_mount(const char *path)
+{
+	if (!is_stale_mount(path))
+		return 0;
+	fprintf(stderr, "leasefs: %s is a stale mount (daemon gone); "
+		"detaching it\n", path);
+	if (umount2(path, MNT_DETACH) < 0)
+		return -errno;
+	return 0;
+}
+
+static bool path_inside(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (strcmp(dir, "/") == 0)
+		return true;
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* Kernel pseudo filesystems: never a workspace. */
+static bool is_pseudo_fs(const char *path)
+{
+	static const unsigned long magic[] = {
+		PROC_SUPER_MAGIC, SYSFS_MAGIC, CGROUP_SUPER_MAGIC,
+		CGROUP2_SUPER_MAGIC, DEVPTS_SUPER_MAGIC, SECURITYFS_MAGIC,
+		DEBUGFS_MAGIC, TRACEFS_MAGIC, BPF_FS_MAGIC, 0x65735543 /* fusectl */,
+		0x62656570 /* configfs */, PSTOREFS_MAGIC, EFIVARFS_MAGIC, SELINUX_MAGIC,
+		BINFMTFS_MAGIC, NSFS_MAGIC,
+	};
+	struct statfs sf;
+
+	if (statfs(path, &sf) < 0)
+		return false;
+	for (size_t i = 0; i < sizeof(magic) / sizeof(magic[0]); i++)
+		if ((unsigned long)sf.f_type == magic[i])
+			return true;
+	return false;
+}
+
+static int resolve_paths(struct mount_opts *o, const char *mnt,
+			 struct lease_err *err)
+{
+	char buf[1024];
+	struct stat st;
+	int r;
+
+	r = clean_stale_mount(mnt);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, NULL,
+				     "cannot detach stale mount %s: %s; run "
+				     "'fusermount3 -uz %s'", mnt, strerror(-r), mnt);
+	if (stat(mnt, &st) < 0 || !S_ISDIR(st.st_mode))
+		return usage_error(err, "mount point %s is not a directory", mnt);
+	if (!realpath(mnt, o->mountpoint))
+		return lease_err_set(err, LEASE_E_IO, -errno, NULL,
+				     "mount point %s: %s", mnt, strerror(errno));
+	r = lease_canonical_root(o->root, o->canon_root, sizeof(o->canon_root));
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, NULL,
+				     "workspace root %s: %s", o->root, strerror(-r));
+	if (stat(o->canon_root, &st) < 0 || !S_ISDIR(st.st_mode))
+		return usage_error(err, "workspace root %s is not a directory",
+				   o->root);
+	if (is_pseudo_fs(o->canon_root))
+		return usage_error(err, "workspace root %s is on a kernel pseudo "
+				   "filesystem", o->canon_root);
+	if (control_request(o->mountpoint, "status", buf, sizeof(buf)) == 0)
+		return usage_error(err, "mount point %s is already served by a "
+				   "leasefs daemon; unmount it first",
+				   o->mountpoint);
+	if (path_inside(o->mountpoint, o->canon_root) ||
+	    path_inside(o->canon_root, o->mountpoint))
+		return usage_error(err, "mount point and workspace root %s "
+				   "overlap", o->canon_root);
+	return 0;
+}
+
+/* Local directory of a file: store URI, or NULL for other schemes. */
+static const char *file_store_dir(const char *uri)
+{
+	if (strcmp(uri, "file") == 0 || strcmp(uri, "file:") == 0)
+		return LEASE_FILE_DEFAULT_DIR;
+	return strncmp(uri, "file:", 5) == 0 ? uri + 5 : NULL;
+}
+
+/*
+ * The coordinator refuses a lease directory inside the workspace, but only
+ * after the store is open, and opening a file store creates its directory.
+ * Refuse it here first so that a refused mount touches nothing in ROOT.
+ * (Session placement serves BASE/<uuid>; a store beside it in BASE is fine.)
+ */
+static int check_lease_dir(const struct mount_opts *o, struct lease_err *err)
+{
+	const char *dir = file_store_dir(o->leases);
+	char canon[PATH_MAX];
+
+	if (!dir || o->placement == COORD_SESSION)
+		return 0;
+	if (lease_canonical_root(dir, canon, sizeof(canon)) < 0)
+		return 0; /* the store's own open reports an unusable path */
+	if (path_inside(canon, o->canon_root))
+		return usage_error(err, "lease directory %s is inside the "
+				   "workspace root; put the leases outside it",
+				   canon);
+	return 0;
+}
+
+/* The command line's syntax: options and the two operands. */
+static int parse_mount(int argc, char **argv, struct mount_opts *o,
+		       struct lease_err *err)
+{
+	int c, r;
+
+	o->placement = COORD_EXCLUSIVE;
+	o->leases = default_leases();
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+o:fdh", mount_longopts, NULL)) != -1) {
+		if (c == 'h' || c == '?')
+			return usage_error(err, "%s", "bad arguments to mount");
+		r = parse_mount_opt(o, c, err);
+		if (r < 0)
+			return r;
+	}
+	if (argc - optind != 2)
+		return usage_error(err, "%s", "mount needs ROOT and MOUNTPOINT");
+	/* A process-local store cannot make anything exclusive. */
+	if (strcmp(o->leases, "mem") == 0 || strncmp(o->leases, "mem:", 4) == 0)
+		return usage_error(err, "lease store '%s' is for tests only; a "
+				   "mount needs file: or etcd://", o->leases);
+	o->root = argv[optind];
+	o->mnt_arg = argv[optind + 1];
+	return 0;
+}
+
+/* What the operands name: refusals here are about the paths, not the
+ * syntax, so they come without the usage text. */
+static int check_operands(struct mount_opts *o, struct lease_err *err)
+{
+	int r = resolve_paths(o, o->mnt_arg, err);
+
+	return r < 0 ? r : check_lease_dir(o, err);
+}
+
+static int cmd_mount(int argc, char **argv)
+{
+	struct mount_opts o = { 0 };
+	struct lease_err err = { 0 };
+	int r = parse_mount(argc, argv, &o, &err), code;
+
+	if (r < 0) {
+		fprintf(stderr, "leasefs: %s\n", err.msg);
+		if (err.kind == LEASE_E_USAGE)
+			fputs(usage_text, stderr);
+		free(o.fuse_opts);
+		return exit_code(r, &err);
+	}
+	r = check_operands(&o, &err);
+	if (r < 0) {
+		fprintf(stderr, "leasefs: %s\n", err.msg);
+		free(o.fuse_opts);
+		return exit_code(r, &err);
+	}
+	code = daemon_mount(&o);
+	free(o.fuse_opts);
+	return code;
+}
+
+/* ---- clients ------------------------------------------------------- */
+
+static int canonical_mountpoint(const char *arg, char *out)
+{
+	if (realpath(arg, out))
+		return 0;
+	if (errno == ENOTCONN) /* a dead daemon's mount: keep the spelling */
+		return snprintf(out, PATH_MAX, "%s", arg) < PATH_MAX ? 0 : -ENAMETOOLONG;
+	return -errno;
+}
+
+static void print_status_table(const char *json)
+{
+	struct json_object *obj = json_tokener_parse(json);
+
+	if (!obj) {
+		fputs(json, stdout);
+		return;
+	}
+	json_object_object_foreach(obj, key, val)
+		printf("%-10s %s\n", key, json_object_get_string(val));
+	json_object_put(obj);
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	char mnt[PATH_MAX], buf[8192];
+	bool json = false;
+	const char *arg = NULL;
+	int r;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			json = true;
+		else if (!arg)
+			arg = argv[i];
+		else
+			arg = NULL, i = argc;
+	}
+	if (!arg) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	r = canonical_mountpoint(arg, mnt);
+	if (r == 0)
+		r = control_request(mnt, "status", buf, sizeof(buf));
+	if (r < 0) {
+		fprintf(stderr, "leasefs: no leasefs daemon serves %s: %s\n", arg,
+			strerror(-r));
+		return EXIT_FAIL;
+	}
+	if (json)
+		fputs(buf, stdout);
+	else
+		print_status_table(buf);
+	return EXIT_OK;
+}
+
+static int cmd_umount(int argc, char **argv)
+{
+	char mnt[PATH_MAX];
+	int r;
+
+	if (argc != 2) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	r = canonical_mountpoint(argv[1], mnt);
+	if (r == 0)
+		r = control_umount(mnt, UMOUNT_TIMEOUT_MS);
+	/* No daemon serves it, but a crashed one's mount is there: detach. */
+	if ((r == -ENOENT || r == -ECONNREFUSED) && is_stale_mount(argv[1]))
+		r = clean_stale_mount(argv[1]);
+	if (r < 0) {
+		fprintf(stderr, "leasefs: cannot unmount %s: %s%s\n", argv[1],
+			strerror(-r), r == -ENOENT || r == -ECONNREFUSED ?
+			" (no leasefs daemon serves it; for a stale mount run "
+			"'fusermount3 -uz' on it)" : "");
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+static int print_info(const struct lease_info *in, void *ud)
+{
+	(void)ud;
+	printf("%-8s epoch %-6" PRIu64 " pid %-7d %s  %s\n",
+	       lease_state_str(in->state), in->epoch, (int)in->holder_pid,
+	       in->name, in->holder);
+	return 0;
+}
+
+/* Revoke, then wait for the holder to be fenced; 1 if it was not. */
+static int revoke_and_wait(struct lease_store *st, const char *name,
+			   double timeout_s, struct lease_err *err)
+{
+	enum lease_fence fence;
+	int r = lease_revoke(st, name, lease_deadline_ms((int64_t)(timeout_s * 1000)),
+			     &fence, err);
+
+	if (r < 0)
+		return r;
+	switch (fence) {
+	case LEASE_FENCE_ACKED:
+		printf("revoked %s: the holder acknowledged (drained and "
+		       "released); a successor may acquire it now\n", name);
+		return 0;
+	case LEASE_FENCE_EXPIRED:
+		printf("revoked %s: the holder did not answer, but its TTL has "
+		       "run out, so it cannot write any more; a successor may "
+		       "acquire it now\n", name);
+		return 0;
+	case LEASE_FENCE_PENDING:
+		break;
+	}
+	fprintf(stderr, "leasefs: revoked %s, but the holder has not "
+		"acknowledged within %.0f s (stopped, or stuck in a write); no "
+		"successor can acquire it until it does, its TTL runs out or it "
+		"exits\n", name, timeout_s);
+	return 1;
+}
+
+static int lease_op(struct lease_store *st, const char *verb,
+		    const char *name, double timeout_s, struct lease_err *err)
+{
+	struct lease_info info = { 0 };
+	int r;
+
+	if (strcmp(verb, "list") == 0)
+		return lease_list(st, print_info, NULL, err);
+	if (strcmp(verb, "show") == 0) {
+		r = lease_show(st, name, &info, err);
+		if (r == 0)
+			printf("name:  %s\nepoch: %" PRIu64 "\nstate: %s\npid:   %d\n"
+			       "holder: %s\n", info.name, info.epoch,
+			       lease_state_str(info.state), (int)info.holder_pid,
+			       info.holder);
+		return r;
+	}
+	return revoke_and_wait(st, name, timeout_s, err);
+}
+
+static int cmd_lease(int argc, char **argv)
+{
+	const char *uri = default_leases(), *verb = NULL, *name = NULL;
+	struct lease_err err = { 0 };
+	struct lease_store *st = NULL;
+	double timeout_s = REVOKE_TIMEOUT_S;
+	int r, npos = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (strncmp(argv[i], "--leases=", 9) == 0)
+			uri = argv[i] + 9;
+		else if (strncmp(argv[i], "--timeout=", 10) == 0 &&
+			 parse_seconds(argv[i] + 10, &timeout_s) == 0)
+			continue;
+		else if (npos == 0 && ++npos)
+			verb = argv[i];
+		else if (npos == 1 && ++npos)
+			name = argv[i];
+		else
+			npos = 99;
+	}
+	if (!verb || npos > 2 ||
+	    !(strcmp(verb, "list") == 0 ? !name :
+	      (strcmp(verb, "show") == 0 || strcmp(verb, "revoke") == 0) && name)) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	r = lease_store_open(uri, NULL, &st, &err);
+	if (r == 0)
+		r = lease_op(st, verb, name, timeout_s, &err);
+	if (r < 0)
+		fprintf(stderr, "leasefs: lease %s: %s\n", verb,
+			err.msg[0] ? err.msg : strerror(-r));
+	lease_store_close(st);
+	return r > 0 ? EXIT_UNFENCED : exit_code(r, &err);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2 && strcmp(argv[1], "mount") == 0)
+		return cmd_mount(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "status") == 0)
+		return cmd_status(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "umount") == 0)
+		return cmd_umount(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "lease") == 0)
+		return cmd_lease(argc - 1, argv + 1);
+	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 ||
+			  strcmp(argv[1], "-h") == 0)) {
+		fputs(usage_text, stdout);
+		return EXIT_OK;
+	}
+	fputs(usage_text, stderr);
+	return EXIT_USAGE;
+}
