@@ -213,15 +213,6 @@ static int clean_stale_mount(const char *path)
 	return 0;
 }
 
-static bool path_inside(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	if (strcmp(dir, "/") == 0)
-		return true;
-	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
-}
-
 /* Kernel pseudo filesystems: never a workspace. */
 static bool is_pseudo_fs(const char *path)
 {
@@ -273,41 +264,26 @@ static int resolve_paths(struct mount_opts *o, const char *mnt,
 		return usage_error(err, "mount point %s is already served by a "
 				   "leasefs daemon; unmount it first",
 				   o->mountpoint);
-	if (path_inside(o->mountpoint, o->canon_root) ||
-	    path_inside(o->canon_root, o->mountpoint))
+	if (lease_path_within(o->mountpoint, o->canon_root) ||
+	    lease_path_within(o->canon_root, o->mountpoint))
 		return usage_error(err, "mount point and workspace root %s "
 				   "overlap", o->canon_root);
 	return 0;
 }
 
-/* Local directory of a file: store URI, or NULL for other schemes. */
-static const char *file_store_dir(const char *uri)
-{
-	if (strcmp(uri, "file") == 0 || strcmp(uri, "file:") == 0)
-		return LEASE_FILE_DEFAULT_DIR;
-	return strncmp(uri, "file:", 5) == 0 ? uri + 5 : NULL;
-}
-
 /*
  * The coordinator refuses a lease directory inside the workspace, but only
  * after the store is open, and opening a file store creates its directory.
- * Refuse it here first so that a refused mount touches nothing in ROOT.
- * (Session placement serves BASE/<uuid>; a store beside it in BASE is fine.)
+ * Refuse it here first, with the same check, so that a refused mount
+ * touches nothing in ROOT.  (Session placement serves BASE/<uuid>, not yet
+ * known; the coordinator checks it.)
  */
 static int check_lease_dir(const struct mount_opts *o, struct lease_err *err)
 {
-	const char *dir = file_store_dir(o->leases);
-	char canon[PATH_MAX];
-
-	if (!dir || o->placement == COORD_SESSION)
+	if (o->placement == COORD_SESSION)
 		return 0;
-	if (lease_canonical_root(dir, canon, sizeof(canon)) < 0)
-		return 0; /* the store's own open reports an unusable path */
-	if (path_inside(canon, o->canon_root))
-		return usage_error(err, "lease directory %s is inside the "
-				   "workspace root; put the leases outside it",
-				   canon);
-	return 0;
+	return coord_check_lease_dir(o->canon_root,
+				     lease_uri_local_dir(o->leases), err);
 }
 
 /* The command line's syntax: options and the two operands. */

@@ -23,6 +23,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "daemon.h"
 
 #define CTL_DIR LEASEFS_RUN_DIR "/ctl"
@@ -61,23 +63,6 @@ int control_path(const char *mountpoint, char *out, size_t outsz)
 	return 0;
 }
 
-/* Append s to buf as a JSON string. */
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 static const char *public_state(enum coord_state st)
 {
 	switch (st) {
@@ -89,26 +74,30 @@ static const char *public_state(enum coord_state st)
 	return "unknown";
 }
 
+static void add_str(json_object *o, const char *key, const char *val)
+{
+	json_object_object_add(o, key, json_object_new_string(val));
+}
+
+/* The status object: the keys of `leasefs status --json`. */
 static void write_status(const struct daemon_info *in, FILE *f)
 {
 	struct coord *c = in->coord;
 	bool has_root = coord_root_epoch(c) != 0;
+	json_object *o = json_object_new_object();
 
-	fputs("{\"root\":", f);
-	json_str(f, coord_root(c));
-	fputs(",\"placement\":", f);
-	json_str(f, coord_placement_str(coord_placement(c)));
-	fputs(",\"session\":", f);
-	json_str(f, coord_session_id(c));
-	fputs(",\"lease\":", f);
-	json_str(f, has_root ? coord_root_lease_name(c)
-			     : coord_session_lease_name(c));
-	fprintf(f, ",\"epoch\":%" PRIu64 ",\"state\":",
-		has_root ? coord_root_epoch(c) : coord_session_epoch(c));
-	json_str(f, public_state(coord_state(c)));
-	fputs(",\"backend\":", f);
-	json_str(f, in->backend);
-	fprintf(f, ",\"pid\":%d}\n", (int)getpid());
+	add_str(o, "root", coord_root(c));
+	add_str(o, "placement", coord_placement_str(coord_placement(c)));
+	add_str(o, "session", coord_session_id(c));
+	add_str(o, "lease", has_root ? coord_root_lease_name(c)
+				     : coord_session_lease_name(c));
+	json_object_object_add(o, "epoch", json_object_new_uint64(
+		has_root ? coord_root_epoch(c) : coord_session_epoch(c)));
+	add_str(o, "state", public_state(coord_state(c)));
+	add_str(o, "backend", in->backend);
+	json_object_object_add(o, "pid", json_object_new_int(getpid()));
+	fprintf(f, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
 }
 
 static void reply(int fd, const char *s)

@@ -520,21 +520,9 @@ static int resolve_names(struct coord *c, const struct coord_config *cfg,
 	return 0;
 }
 
-/* Component-wise: `path` is `root` or lies below it. */
-static bool path_within(const char *path, const char *root)
+int coord_check_lease_dir(const char *root, const char *dir,
+			  struct lease_err *err)
 {
-	size_t n = strlen(root);
-
-	if (strcmp(root, "/") == 0)
-		return true;
-	return strncmp(path, root, n) == 0 &&
-	       (path[n] == '\0' || path[n] == '/');
-}
-
-/* Refuse a lease directory equal to or inside the effective root. */
-static int check_lease_dir(const struct coord *c, struct lease_err *err)
-{
-	const char *dir = lease_store_local_dir(c->store);
 	char canon[PATH_MAX];
 	int r;
 
@@ -543,13 +531,13 @@ static int check_lease_dir(const struct coord *c, struct lease_err *err)
 	r = lease_canonical_root(dir, canon, sizeof(canon));
 	if (r < 0)
 		return canon_err(err, r, "lease directory", dir);
-	if (!path_within(canon, c->root))
+	if (!lease_path_within(canon, root))
 		return 0;
-	return lease_err_set(err, LEASE_E_USAGE, 0, c->root,
+	return lease_err_set(err, LEASE_E_USAGE, 0, root,
 			     "lease directory %s is %s the workspace root %s; "
 			     "put the leases outside the workspace", canon,
-			     strcmp(canon, c->root) == 0 ? "equal to" : "inside",
-			     c->root);
+			     strcmp(canon, root) == 0 ? "equal to" : "inside",
+			     root);
 }
 
 /* Session placement: ROOT/<uuid>, created 0700 if missing. */
@@ -693,7 +681,7 @@ int coord_open(const struct coord_config *cfg, struct coord **out,
 	r = resolve_names(c, cfg, err);
 	if (r < 0)
 		goto out_free;
-	r = check_lease_dir(c, err);
+	r = coord_check_lease_dir(c->root, lease_store_local_dir(c->store), err);
 	if (r < 0)
 		goto out_free;
 	r = take_leases(c, cfg, err);

@@ -68,6 +68,11 @@ struct coord;
 int coord_open(const struct coord_config *cfg, struct coord **out,
 	       struct lease_err *err);
 
+/* Refuse (LEASE_E_USAGE) a lease directory equal to or inside the
+ * canonical workspace root; a store without a directory passes. */
+int coord_check_lease_dir(const char *root, const char *lease_dir,
+			  struct lease_err *err);
+
 /* 0 while held; -ENOLINK once lost (latched, also after safe-until passed);
  * -ESHUTDOWN once shutdown began.  Lock-free: atomic loads and at most one
  * vDSO clock read. */

@@ -655,7 +655,7 @@ err_free:
 static int file_open(struct lease_store *store, const char *rest,
 		     struct lease_err *err)
 {
-	const char *dir = rest && *rest ? rest : LEASE_FILE_DEFAULT_DIR;
+	const char *dir = lease_uri_local_dir(store->uri);
 	struct file_store *fs = calloc(1, sizeof(*fs));
 	char real[PATH_MAX];
 	int r;

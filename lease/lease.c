@@ -157,6 +157,15 @@ static void store_free(struct lease_store *st)
 	free(st);
 }
 
+const char *lease_uri_local_dir(const char *uri)
+{
+	const char *rest;
+
+	if (!uri || backend_for(uri, &rest) != &lease_backend_file)
+		return NULL;
+	return rest && *rest ? rest : LEASE_FILE_DEFAULT_DIR;
+}
+
 int lease_store_open(const char *uri, const struct lease_store_opts *opts,
 		     struct lease_store **out, struct lease_err *err)
 {

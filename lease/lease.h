@@ -73,6 +73,9 @@ int lease_name_validate(const char *name, struct lease_err *err);
  */
 int lease_canonical_root(const char *path, char *out, size_t outsz);
 
+/* Component-wise: `path` is `root` or lies below it (both canonical). */
+bool lease_path_within(const char *path, const char *root);
+
 /* "workspace-roots/<hex sha256 of canonical root>"; `out` >= 81 bytes. */
 int lease_root_name(const char *canonical_root, char *out, size_t outsz);
 /* "sessions/<uuid>"; `out` >= 46 bytes.  uuid must be a lowercase RFC 4122
@@ -124,6 +127,9 @@ struct lease_store_opts {
 int lease_store_open(const char *uri, const struct lease_store_opts *opts,
 		     struct lease_store **out, struct lease_err *err);
 void lease_store_close(struct lease_store *store);
+/* The local directory a store URI names (file: stores), without opening
+ * it; NULL for stores that have none. */
+const char *lease_uri_local_dir(const char *uri);
 const char *lease_store_uri(const struct lease_store *store);
 const char *lease_store_scheme(const struct lease_store *store);
 /* Local directory backing the store, or NULL when it has none. */

@@ -316,3 +316,13 @@ bool lease_uuid_valid(const char *uuid)
 	}
 	return true;
 }
+
+bool lease_path_within(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+
+	if (strcmp(root, "/") == 0)
+		return true;
+	return strncmp(path, root, n) == 0 &&
+	       (path[n] == '\0' || path[n] == '/');
+}
