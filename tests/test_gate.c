@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The gate, without a mount: fake inner operations that record their
+ * calls, a mem-store coordinator, and this file's own fuse_req_userdata()
+ * and fuse_reply_err() (link seams: the test does not link libfuse).
+ *
+ * Table-driven: every operation of the passthrough's table, with whether
+ * the gate must treat it as mutating.  While the lease is held every call
+ * reaches the inner op; after loss exactly the mutating ones answer EROFS
+ * without reaching it, and every other one still does.  Admission is
+ * always left again (the coordinator drains to zero).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "coord.h"
+#include "gate.h"
+#include "testutil.h"
+
+/* ---- link seams ---------------------------------------------------------- */
+
+/* What a fake request carries: the session's layers and the reply. */
+struct fake_req {
+	struct lfs_session sess;
+	int replied_err;     /* -1: no error reply */
+};
+
+void *fuse_req_userdata(fuse_req_t req)
+{
+	return &((struct fake_req *)(void *)req)->sess;
+}
+
+int fuse_reply_err(fuse_req_t req, int err)
+{
+	((struct fake_req *)(void *)req)->replied_err = err;
+	return 0;
+}
+
+/* ---- fake inner operations ---------------------------------------------- */
+
+static const char *inner_called; /* the last inner op that ran */
+
+#define FAKE(op, params)                        \
+	static void fake_##op params            \
+	{                                       \
+		(void)req;                      \
+		inner_called = #op;             \
+	}
+
+FAKE(lookup, (fuse_req_t req, fuse_ino_t p, const char *n))
+FAKE(forget, (fuse_req_t req, fuse_ino_t i, uint64_t n))
+FAKE(forget_multi, (fuse_req_t req, size_t c, struct fuse_forget_data *f))
+FAKE(getattr, (fuse_req_t req, fuse_ino_t i, struct fuse_file_info *fi))
+FAKE(setattr, (fuse_req_t req, fuse_ino_t i, struct stat *a, int v,
+	       struct fuse_file_info *fi))
+FAKE(readlink, (fuse_req_t req, fuse_ino_t i))
+FAKE(mknod, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, dev_t d))
+FAKE(mkdir, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m))
+FAKE(symlink, (fuse_req_t req, const char *l, fuse_ino_t p, const char *n))
+FAKE(link, (fuse_req_t req, fuse_ino_t i, fuse_ino_t p, const char *n))
+FAKE(unlink, (fuse_req_t req, fuse_ino_t p, const char *n))
+FAKE(rmdir, (fuse_req_t req, fuse_ino_t p, const char *n))
+FAKE(rename, (fuse_req_t req, fuse_ino_t p, const char *n, fuse_ino_t np,
+	      const char *nn, unsigned int f))
+FAKE(create, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
+	      struct fuse_file_info *fi))
+FAKE(open, (fuse_req_t req, fuse_ino_t i, struct fuse_file_info *fi))
+FAKE(read, (fuse_req_t req, fuse_ino_t i, size_t s, off_t o,
+	    struct fuse_file_info *fi))
+FAKE(write, (fuse_req_t req, fuse_ino_t i, const char *b, size_t s, off_t o,
+	     struct fuse_file_info *fi))
+FAKE(write_buf, (fuse_req_t req, fuse_ino_t i, struct fuse_bufvec *b, off_t o,
+		 struct fuse_file_info *fi))
+FAKE(flush, (fuse_req_t req, fuse_ino_t i, struct fuse_file_info *fi))
+FAKE(release, (fuse_req_t req, fuse_ino_t i, struct fuse_file_info *fi))
+FAKE(fsync, (fuse_req_t req, fuse_ino_t i, int d, struct fuse_file_info *fi))
+FAKE(fallocate, (fuse_req_t req, fuse_ino_t i, int m, off_t o, off_t l,
+		 struct fuse_file_info *fi))
+FAKE(copy_file_range, (fuse_req_t req, fuse_ino_t i, off_t oi,
+		       struct fuse_file_info *fi, fuse_ino_t o, off_t oo,
+		       struct fuse_file_info *fo, size_t l, int f))
+FAKE(lseek, (fuse_req_t req, fuse_ino_t i, off_t o, int w,
+	     struct fuse_file_info *fi))
+FAKE(opendir, (fuse_req_t req, fuse_ino_t i, struct fuse_file_info *fi))
+FAKE(readdir, (fuse_req_t req, fuse_ino_t i, size_t s, off_t o,
+	       struct fuse_file_info *fi))
+FAKE(readdirplus, (fuse_req_t req, fuse_ino_t i, size_t s, off_t o,
+		   struct fuse_file_info *fi))
+FAKE(releasedir, (fuse_req_t req, fuse_ino_t i, struct fuse_file_info *fi))
+FAKE(fsyncdir, (fuse_req_t req, fuse_ino_t i, int d, struct fuse_file_info *fi))
+FAKE(statfs, (fuse_req_t req, fuse_ino_t i))
+FAKE(setxattr, (fuse_req_t req, fuse_ino_t i, const char *n, const char *v,
+		size_t s, int f))
+FAKE(getxattr, (fuse_req_t req, fuse_ino_t i, const char *n, size_t s))
+FAKE(listxattr, (fuse_req_t req, fuse_ino_t i, size_t s))
+FAKE(removexattr, (fuse_req_t req, fuse_ino_t i, const char *n))
+
+static const struct fuse_lowlevel_ops fake_inner = {
+	.lookup = fake_lookup, .forget = fake_forget,
+	.forget_multi = fake_forget_multi, .getattr = fake_getattr,
+	.setattr = fake_setattr, .readlink = fake_readlink,
+	.mknod = fake_mknod, .mkdir = fake_mkdir, .symlink = fake_symlink,
+	.link = fake_link, .unlink = fake_unlink, .rmdir = fake_rmdir,
+	.rename = fake_rename, .create = fake_create, .open = fake_open,
+	.read = fake_read, .write = fake_write, .write_buf = fake_write_buf,
+	.flush = fake_flush, .release = fake_release, .fsync = fake_fsync,
+	.fallocate = fake_fallocate, .copy_file_range = fake_copy_file_range,
+	.lseek = fake_lseek, .opendir = fake_opendir, .readdir = fake_readdir,
+	.readdirplus = fake_readdirplus, .releasedir = fake_releasedir,
+	.fsyncdir = fake_fsyncdir, .statfs = fake_statfs,
+	.setxattr = fake_setxattr, .getxattr = fake_getxattr,
+	.listxattr = fake_listxattr, .removexattr = fake_removexattr,
+};
+
+/* ---- the table ---------------------------------------------------------- */
+
+struct gated_call {
+	const char *what;    /* how it is invoked */
+	const char *inner;   /* the inner op it must reach */
+	bool mutating;       /* README/gate.h: refused after loss */
+	void (*call)(const struct fuse_lowlevel_ops *o, fuse_req_t r);
+};
+
+static struct fuse_file_info fi_rdonly = { .flags = O_RDONLY };
+static struct fuse_file_info fi_wronly = { .flags = O_WRONLY };
+static struct fuse_file_info fi_rdwr = { .flags = O_RDWR };
+static struct fuse_file_info fi_trunc = { .flags = O_RDONLY | O_TRUNC };
+static struct stat st;
+static struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+static struct fuse_forget_data fd1 = { .ino = 2, .nlookup = 1 };
+
+#define CALL(id, expr)                                                  \
+	static void call_##id(const struct fuse_lowlevel_ops *o, fuse_req_t r) \
+	{                                                               \
+		o->expr;                                                \
+	}
+
+CALL(lookup, lookup(r, 1, "n"))
+CALL(forget, forget(r, 2, 1))
+CALL(forget_multi, forget_multi(r, 1, &fd1))
+CALL(getattr, getattr(r, 1, NULL))
+CALL(setattr, setattr(r, 1, &st, FUSE_SET_ATTR_MODE, NULL))
+CALL(readlink, readlink(r, 2))
+CALL(mknod, mknod(r, 1, "n", S_IFIFO | 0600, 0))
+CALL(mkdir, mkdir(r, 1, "n", 0700))
+CALL(symlink, symlink(r, "t", 1, "n"))
+CALL(link, link(r, 2, 1, "n"))
+CALL(unlink, unlink(r, 1, "n"))
+CALL(rmdir, rmdir(r, 1, "n"))
+CALL(rename, rename(r, 1, "a", 1, "b", 0))
+CALL(create, create(r, 1, "n", 0600, &fi_wronly))
+CALL(open_rdonly, open(r, 2, &fi_rdonly))
+CALL(open_wronly, open(r, 2, &fi_wronly))
+CALL(open_rdwr, open(r, 2, &fi_rdwr))
+CALL(open_trunc, open(r, 2, &fi_trunc))
+CALL(read, read(r, 2, 4096, 0, &fi_rdonly))
+CALL(write, write(r, 2, "x", 1, 0, &fi_wronly))
+CALL(write_buf, write_buf(r, 2, &bv, 0, &fi_wronly))
+CALL(flush, flush(r, 2, &fi_wronly))
+CALL(release, release(r, 2, &fi_wronly))
+CALL(fsync, fsync(r, 2, 0, &fi_wronly))
+CALL(fallocate, fallocate(r, 2, 0, 0, 4096, &fi_wronly))
+CALL(copy_file_range, copy_file_range(r, 2, 0, &fi_rdonly, 3, 0, &fi_wronly, 1, 0))
+CALL(lseek, lseek(r, 2, 0, SEEK_DATA, &fi_rdonly))
+CALL(opendir, opendir(r, 1, &fi_rdonly))
+CALL(readdir, readdir(r, 1, 4096, 0, &fi_rdonly))
+CALL(readdirplus, readdirplus(r, 1, 4096, 0, &fi_rdonly))
+CALL(releasedir, releasedir(r, 1, &fi_rdonly))
+CALL(fsyncdir, fsyncdir(r, 1, 0, &fi_rdonly))
+CALL(statfs, statfs(r, 1))
+CALL(setxattr, setxattr(r, 2, "user.k", "v", 1, 0))
+CALL(getxattr, getxattr(r, 2, "user.k", 0))
+CALL(listxattr, listxattr(r, 2, 0))
+CALL(removexattr, removexattr(r, 2, "user.k"))
+
+#define ROW(id, inner, mutating) { #id, #inner, mutating, call_##id }
+
+static const struct gated_call table[] = {
+	ROW(lookup, lookup, false),
+	ROW(forget, forget, false),
+	ROW(forget_multi, forget_multi, false),
+	ROW(getattr, getattr, false),
+	ROW(setattr, setattr, true),
+	ROW(readlink, readlink, false),
+	ROW(mknod, mknod, true),
+	ROW(mkdir, mkdir, true),
+	ROW(symlink, symlink, true),
+	ROW(link, link, true),
+	ROW(unlink, unlink, true),
+	ROW(rmdir, rmdir, true),
+	ROW(rename, rename, true),
+	ROW(create, create, true),
+	ROW(open_rdonly, open, false),
+	ROW(open_wronly, open, true),
+	ROW(open_rdwr, open, true),
+	ROW(open_trunc, open, true),
+	ROW(read, read, false),
+	ROW(write, write, true),
+	ROW(write_buf, write_buf, true),
+	ROW(flush, flush, false),
+	ROW(release, release, false),
+	ROW(fsync, fsync, false),
+	ROW(fallocate, fallocate, true),
+	ROW(copy_file_range, copy_file_range, true),
+	ROW(lseek, lseek, false),
+	ROW(opendir, opendir, false),
+	ROW(readdir, readdir, false),
+	ROW(readdirplus, readdirplus, false),
+	ROW(releasedir, releasedir, false),
+	ROW(fsyncdir, fsyncdir, false),
+	ROW(statfs, statfs, false),
+	ROW(setxattr, setxattr, true),
+	ROW(getxattr, getxattr, false),
+	ROW(listxattr, listxattr, false),
+	ROW(removexattr, removexattr, true),
+};
+
+/* ---- fixture ------------------------------------------------------------ */
+
+struct fx {
+	struct lease_store *store;
+	char *root;
+	struct coord *coord;
+	struct gate *gate;
+	struct fake_req req;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct coord_config cfg = { .placement = COORD_EXCLUSIVE };
+	struct lease_err err = { 0 };
+
+	assert_non_null(f);
+	f->store = tu_open_store("mem", NULL);
+	f->root = tu_mkdtemp("gate");
+	cfg.root = f->root;
+	cfg.store = f->store;
+	if (coord_open(&cfg, &f->coord, &err) != 0)
+		fail_msg("coord_open: %s", err.msg);
+	assert_int_equal(gate_new(f->coord, &fake_inner, &f->gate), 0);
+	f->req.sess.gate = f->gate;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	gate_free(f->gate);
+	coord_free(f->coord);
+	lease_store_close(f->store);
+	tu_rmrf(f->root);
+	free(f->root);
+	free(f);
+	return 0;
+}
+
+/* Invoke one row; returns the error replied by the gate (-1: none). */
+static int invoke(struct fx *f, const struct gated_call *c)
+{
+	inner_called = NULL;
+	f->req.replied_err = -1;
+	c->call(gate_ops(f->gate), (fuse_req_t)(void *)&f->req);
+	return f->req.replied_err;
+}
+
+static void lose_root(struct fx *f)
+{
+	char name[LEASE_NAME_MAX + 1];
+	char canon[PATH_MAX];
+
+	assert_int_equal(lease_canonical_root(f->root, canon, sizeof(canon)), 0);
+	assert_int_equal(lease_root_name(canon, name, sizeof(name)), 0);
+	assert_int_equal(lease_mem_force_loss(f->store, name,
+					      LEASE_LOSS_TAKEOVER), 0);
+	assert_int_not_equal(coord_healthy(f->coord), 0);
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+static void test_held_everything_passes(void **state)
+{
+	struct fx *f = *state;
+
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		const struct gated_call *c = &table[i];
+		int err = invoke(f, c);
+
+		if (err != -1)
+			fail_msg("%s refused with %d while held", c->what, err);
+		if (!inner_called || strcmp(inner_called, c->inner) != 0)
+			fail_msg("%s did not reach inner %s", c->what, c->inner);
+	}
+}
+
+static void test_lost_exactly_mutations_refused(void **state)
+{
+	struct fx *f = *state;
+	size_t refused = 0;
+
+	lose_root(f);
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		const struct gated_call *c = &table[i];
+		int err = invoke(f, c);
+
+		if (c->mutating && (err != EROFS || inner_called))
+			fail_msg("%s after loss: replied %d, inner %s", c->what,
+				 err, inner_called ? inner_called : "not run");
+		if (!c->mutating && (err != -1 || !inner_called ||
+				     strcmp(inner_called, c->inner) != 0))
+			fail_msg("%s after loss: replied %d, inner %s (must pass)",
+				 c->what, err, inner_called ? inner_called : "not run");
+		refused += c->mutating;
+	}
+	assert_int_equal(refused, 18); /* the rows the table marks mutating */
+	/* Every admission was left again: the coordinator is drained. */
+	assert_int_equal(coord_fence(f->coord, 0), 0);
+}
+
+/* Ops the inner table lacks stay absent: the gate adds no entry. */
+static void test_absent_ops_stay_absent(void **state)
+{
+	struct fuse_lowlevel_ops inner = { .lookup = fake_lookup };
+	struct fx *f = *state;
+	struct gate *g;
+
+	assert_int_equal(gate_new(f->coord, &inner, &g), 0);
+	assert_null(gate_ops(g)->write_buf);
+	assert_null(gate_ops(g)->open);
+	assert_ptr_equal(gate_ops(g)->lookup, fake_lookup);
+	gate_free(g);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_held_everything_passes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lost_exactly_mutations_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_absent_ops_stay_absent, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("gate", tests, NULL, NULL);
+}
