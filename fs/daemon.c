@@ -117,6 +117,12 @@ static int after_acquire(void *ud, const char *root, struct lease_err *err)
 			     &d->hostlock_fd, err);
 }
 
+static void log_line(void *ud, const char *msg)
+{
+	(void)ud;
+	fprintf(stderr, "leasefs: %s\n", msg);
+}
+
 static void log_release(void *ud, const char *name, int64_t deadline)
 {
 	(void)ud;
@@ -364,6 +370,8 @@ static int open_coord(struct daemon *d, struct lease_err *err)
 		.after_acquire_userdata = d,
 		.on_loss = on_loss,
 		.on_loss_userdata = d,
+		.log = log_line,
+		.log_userdata = d,
 	};
 	int r = lease_store_open(o->leases, &so, &d->store, err);
 

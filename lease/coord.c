@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,8 @@ struct coord {
 	int64_t release_timeout_ms;
 	void (*on_loss)(void *userdata, enum lease_loss why);
 	void *on_loss_userdata;
+	void (*log)(void *userdata, const char *msg);
+	void *log_userdata;
 	char root[PATH_MAX];
 	bool made_session_dir;       /* session placement created root */
 	char session_id[37];
@@ -108,6 +111,22 @@ const char *coord_state_str(enum coord_state st)
 	case COORD_CLOSED: return "closed";
 	}
 	return "unknown";
+}
+
+/* To the owner's log hook, if any. */
+static void say(const struct coord *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void say(const struct coord *c, const char *fmt, ...)
+{
+	char msg[LEASE_MSG_MAX];
+	va_list ap;
+
+	if (!c->log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	c->log(c->log_userdata, msg);
 }
 
 /* ---- loss latch ------------------------------------------------------ */
@@ -274,9 +293,9 @@ static int drain(struct coord *c, int64_t ms)
 	int r = wait_drained(c, ms);
 
 	if (r < 0)
-		fprintf(stderr, "leasefs: coordinator: %ld mutation(s) still in "
-			"flight after %lld ms drain timeout; releasing anyway\n",
-			atomic_load(&c->inflight), (long long)ms);
+		say(c, "coordinator: %ld mutation(s) still in flight after "
+		    "%lld ms drain timeout; releasing anyway",
+		    atomic_load(&c->inflight), (long long)ms);
 	return r;
 }
 
@@ -295,10 +314,9 @@ static void release_one(struct coord *c, struct lease *l)
 	r = l == c->session_lease ? lease_release_forget(l, deadline)
 				  : lease_release(l, deadline);
 	if (r < 0)
-		fprintf(stderr, "leasefs: coordinator: releasing lease %s "
-			"(epoch %llu) failed: %s; the store's own expiry is "
-			"the backstop\n", lease_name(l),
-			(unsigned long long)lease_epoch(l), strerror(-r));
+		say(c, "coordinator: releasing lease %s (epoch %llu) failed: "
+		    "%s; the store's own expiry is the backstop", lease_name(l),
+		    (unsigned long long)lease_epoch(l), strerror(-r));
 }
 
 /* HELD or LOST -> SHUTTING_DOWN; later states are left alone. */
@@ -675,6 +693,8 @@ int coord_open(const struct coord_config *cfg, struct coord **out,
 				DEFAULT_RELEASE_TIMEOUT_MS;
 	c->on_loss = cfg->on_loss;
 	c->on_loss_userdata = cfg->on_loss_userdata;
+	c->log = cfg->log;
+	c->log_userdata = cfg->log_userdata;
 	atomic_init(&c->word, WORD(COORD_HELD, LEASE_LOSS_NONE));
 	atomic_init(&c->inflight, 0);
 

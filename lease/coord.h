@@ -52,6 +52,11 @@ struct coord_config {
 	int (*after_acquire)(void *userdata, const char *canonical_root,
 			     struct lease_err *err);
 	void *after_acquire_userdata;
+	/* Optional: what the coordinator has to say (a drain that timed
+	 * out, a release that failed); the library itself never writes to
+	 * stderr.  Called from the thread that noticed. */
+	void (*log)(void *userdata, const char *msg);
+	void *log_userdata;
 	/* Optional: called once (from a backend thread) when loss latches;
 	 * in shared placement, when a lease is lost (nothing latches). */
 	void (*on_loss)(void *userdata, enum lease_loss why);
@@ -86,7 +91,7 @@ void coord_exit(struct coord *c);
 /*
  * Orderly shutdown.  Concurrent and repeated calls join the same teardown
  * and return its result.  `drain_timeout_ms` bounds the wait for in-flight
- * mutations.  Release failures are logged to stderr, not returned.
+ * mutations.  Release failures go to the config's log hook, not returned.
  */
 int coord_shutdown(struct coord *c, int64_t drain_timeout_ms);
 /*
