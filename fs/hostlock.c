@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -64,24 +63,6 @@ static int write_holder(int fd, const char *lease_name, uint64_t epoch)
 	return 0;
 }
 
-/* One F_OFD_SETLK try per 20 ms until `deadline`: an OFD lock wait has no
- * timeout of its own.  0, -EAGAIN (held) or another -errno. */
-static int lock_until(int fd, short type, int64_t deadline)
-{
-	struct flock fl = { .l_type = type, .l_whence = SEEK_SET };
-	const struct timespec pause = { 0, 20 * 1000000L };
-
-	for (;;) {
-		if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
-			return 0;
-		if (errno != EAGAIN && errno != EACCES)
-			return -errno;
-		if (lease_deadline_passed(deadline))
-			return -EAGAIN;
-		nanosleep(&pause, NULL);
-	}
-}
-
 int hostlock_take(const char *root, const char *lease_name, uint64_t epoch,
 		  int64_t deadline, int *fd_out, struct lease_err *err)
 {
@@ -106,7 +87,10 @@ int hostlock_take(const char *root, const char *lease_name, uint64_t epoch,
 		return lease_err_set(err, LEASE_E_IO, -errno, root,
 				     "cannot open host lock %s: %s", path,
 				     strerror(errno));
-	r = lock_until(fd, lease_name ? F_WRLCK : F_RDLCK, deadline);
+	/* Holders let go by closing their descriptor (opened for writing):
+	 * the wait is on that event. */
+	r = lease_ofd_lock_wait(fd, path, lease_name ? F_WRLCK : F_RDLCK, 0, 0,
+				deadline);
 	if (r == -EAGAIN) {
 		bool readers = conflict_is_readers(fd);
 		uint64_t held = readers ? 0 : holder_epoch(fd);

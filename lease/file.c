@@ -177,35 +177,41 @@ static int grant_is_held(int fd, bool *held)
 	return 0;
 }
 
+/* Absolute path of NAME<sfx> in the store. */
+static int abs_path(const struct file_store *fs, const char *name,
+		    const char *sfx, char *buf, size_t sz)
+{
+	int n = snprintf(buf, sz, "%s/%s%s", fs->dir, name, sfx);
+
+	return n < 0 || (size_t)n >= sz ? -ENAMETOOLONG : 0;
+}
+
 /*
  * Take the byte-1 record lock, waiting until `deadline` but at least
  * REC_LOCK_GRACE_MS (a holder only ever does one read-modify-write).
  * Returns 0 or -ETIMEDOUT / -errno.
  */
-static int rec_lock(int fd, int64_t deadline)
+static int rec_lock(const struct file_store *fs, const char *name, int fd,
+		    int64_t deadline)
 {
 	int64_t grace = lease_deadline_ms(REC_LOCK_GRACE_MS);
-	int64_t until = deadline > grace ? deadline : grace;
-	long nap_ns = 50000;
-	int r;
+	char path[PATH_MAX];
+	int r = abs_path(fs, name, ".lock", path, sizeof(path));
 
-	for (;;) {
-		r = ofd_lock(fd, F_OFD_SETLK, F_WRLCK, 1);
-		if (r != -EAGAIN && r != -EACCES)
-			return r;
-		if (lease_deadline_passed(until))
-			return -ETIMEDOUT;
-		struct timespec ts = { 0, nap_ns };
-		nanosleep(&ts, NULL);
-		if (nap_ns < 1000000)
-			nap_ns *= 2;
-	}
+	if (r == 0)
+		r = lease_ofd_lock_wait(fd, path, F_WRLCK, 1, 1,
+					deadline > grace ? deadline : grace);
+	return r == -EAGAIN ? -ETIMEDOUT : r;
 }
 
-static void rec_unlock(int fd)
+/* Release the record lock but keep fd (a new grant's): waiters are woken
+ * explicitly, since no close tells them. */
+static void rec_unlock(const struct file_store *fs, const char *name, int fd)
 {
-	/* Unlocking a lock we hold cannot fail on a valid fd. */
-	(void)ofd_lock(fd, F_OFD_SETLK, F_UNLCK, 1);
+	char path[PATH_MAX];
+
+	if (abs_path(fs, name, ".lock", path, sizeof(path)) == 0)
+		lease_ofd_unlock_notify(fd, path, 1, 1);
 }
 
 /* Open (creating if asked) NAME.lock.  Returns fd or -errno. */
@@ -736,7 +742,7 @@ static int floor_raise(struct file_store *fs, uint64_t epoch, int64_t deadline)
 
 	if (fd < 0)
 		return fd;
-	r = rec_lock(fd, deadline);
+	r = rec_lock(fs, FLOOR_NAME, fd, deadline);
 	if (r == 0)
 		r = rec_read(fs, FLOOR_NAME, &rec, NULL, NULL);
 	if (r == 0 && rec.epoch < epoch) {
@@ -851,7 +857,7 @@ static int lock_current(struct file_store *fs, const char *name,
 					     "cannot open lock file for '%s' in "
 					     "%s: %s", name, fs->dir,
 					     strerror(-fd));
-		r = rec_lock(fd, deadline);
+		r = rec_lock(fs, name, fd, deadline);
 		if (r < 0) {
 			close(fd);
 			return r == -ETIMEDOUT
@@ -903,7 +909,7 @@ static int file_try_acquire(struct lease_store *store, const char *name,
 	r = grant(store, name, fd, &rec, out, err);
 	if (r < 0)
 		goto out_close;
-	rec_unlock(fd);
+	rec_unlock(fs, name, fd);
 	return 0;
 out_close:
 	close(fd); /* drops both byte locks */
@@ -925,7 +931,7 @@ static int file_release(struct lease *l, int64_t deadline)
 		r = fd;
 		goto out_drop;
 	}
-	r = rec_lock(fd, deadline);
+	r = rec_lock(fs, l->name, fd, deadline);
 	if (r < 0)
 		goto out_close;
 	r = rec_read(fs, l->name, &rec, NULL, NULL);
@@ -970,7 +976,7 @@ static int file_forget(struct lease *l, int64_t deadline)
 
 	if (fd < 0)
 		return fd == -ENOENT ? 0 : fd;
-	r = rec_lock(fd, deadline);
+	r = rec_lock(fs, l->name, fd, deadline);
 	if (r == 0)
 		r = grant_trylock(fd);
 	if (r == 0)
@@ -1007,7 +1013,7 @@ static int file_revoke(struct lease_store *store, const char *name,
 		return lease_err_set(err, LEASE_E_IO, fd, name,
 				     "cannot open lock file of '%s': %s", name,
 				     strerror(-fd));
-	r = rec_lock(fd, deadline);
+	r = rec_lock(fs, name, fd, deadline);
 	if (r < 0) {
 		r = lease_err_set(err, r == -ETIMEDOUT ? LEASE_E_TIMEOUT : LEASE_E_IO,
 				  r, name, "cannot lock record of '%s': %s",

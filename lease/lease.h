@@ -85,6 +85,20 @@ int lease_session_name(const char *uuid, char *out, size_t outsz);
 int lease_uuid_random(char *out, size_t outsz);
 bool lease_uuid_valid(const char *uuid);
 
+/* ---- OFD locks, waited for on events -------------------------------- */
+/*
+ * Take an OFD lock of `type` on [start, start+len) of fd (len 0: to the
+ * end), whose file is at `path`, waiting until `deadline` for the holder.
+ * Holders must let go by closing a descriptor of the file opened for
+ * writing, or with lease_ofd_unlock_notify(): the wait is on the
+ * IN_CLOSE_WRITE either raises, never a poll.  0, -EAGAIN (still held at
+ * the deadline) or -errno.
+ */
+int lease_ofd_lock_wait(int fd, const char *path, short type, off_t start,
+			off_t len, int64_t deadline);
+/* Unlock [start, start+len) of fd and wake lease_ofd_lock_wait() waiters. */
+void lease_ofd_unlock_notify(int fd, const char *path, off_t start, off_t len);
+
 /* ---- stores and leases --------------------------------------------- */
 struct lease_store;
 struct lease;
