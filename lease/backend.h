@@ -29,6 +29,11 @@ struct lease_backend {
 	int (*try_acquire)(struct lease_store *store, const char *name,
 			   int64_t deadline, struct lease **out,
 			   struct lease_err *err);
+	/* Return once the holder of `name` may have let go (a try could now
+	 * succeed), or at `deadline`: the acquire retry waits on this, never
+	 * on a timer.  Spurious returns are fine; missed changes are not. */
+	void (*await_change)(struct lease_store *store, const char *name,
+			     int64_t deadline);
 	/* Clear the entry iff it still carries lease->epoch.  Called at most
 	 * once per lease, after loss was fired.  Bounded by `deadline`. */
 	int (*release)(struct lease *lease, int64_t deadline);

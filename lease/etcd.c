@@ -1469,19 +1469,20 @@ static size_t stop_on_event(char *d, size_t s, size_t n, void *ud)
 	return s * n;
 }
 
-/* Block until the fence entry changes (or the deadline). */
-static void fence_watch(struct etcd_store *es, const char *name, int64_t rev,
-			int64_t deadline)
+/* Block until the key P<mid><name> changes after revision `rev`, or the
+ * deadline. */
+static void key_watch(struct etcd_store *es, const char *mid, const char *name,
+		      int64_t rev, int64_t deadline)
 {
-	char *fk = key_b64(es, ETCD_FENCE_DIR, name), *req = NULL;
+	char *k = key_b64(es, mid, name), *req = NULL;
 	struct curl_slist *hdrs = NULL;
 	struct etcd_buf b = { 0 };
 	int64_t left = (deadline - lease_now_ns()) / 1000000;
 	CURL *h = NULL;
 
-	if (!fk || left <= 0 ||
+	if (!k || left <= 0 ||
 	    asprintf(&req, "{\"create_request\":{\"key\":\"%s\","
-		     "\"start_revision\":\"%" PRId64 "\"}}", fk, rev) < 0)
+		     "\"start_revision\":\"%" PRId64 "\"}}", k, rev) < 0)
 		req = NULL;
 	if (req)
 		h = etcd_easy(&es->cli, atomic_load(&es->cli.preferred) %
@@ -1494,7 +1495,34 @@ static void fence_watch(struct etcd_store *es, const char *name, int64_t rev,
 	curl_slist_free_all(hdrs);
 	etcd_buf_free(&b);
 	free(req);
-	free(fk);
+	free(k);
+}
+
+/*
+ * Wait until the name's holder key, or else its fence entry, changes: a
+ * watch from the revision the check saw, so nothing in between is missed.
+ */
+static void etcd_await_change(struct lease_store *st, const char *name,
+			      int64_t deadline)
+{
+	struct etcd_store *es = store_priv(st);
+	const char *mids[] = { "", ETCD_FENCE_DIR };
+
+	for (size_t i = 0; i < 2; i++) {
+		json_object *ans = NULL;
+		int64_t rev;
+		bool present;
+
+		if (range_key(es, mids[i], name, deadline, &ans, NULL) < 0)
+			return;
+		present = first_kv(ans) != NULL;
+		rev = etcd_json_i64(etcd_json_get(ans, "header", NULL), "revision") + 1;
+		json_object_put(ans);
+		if (present) {
+			key_watch(es, mids[i], name, rev, deadline);
+			return;
+		}
+	}
 }
 
 /* Whether the high-water mark of `name` records an acknowledgement. */
@@ -1528,7 +1556,7 @@ static int etcd_await_fence(struct lease_store *st, const char *name,
 	while ((r = fence_present(es, name, epoch, deadline > floor ? deadline
 				  : floor, &rev, err)) == 1 &&
 	       !lease_deadline_passed(deadline))
-		fence_watch(es, name, rev, deadline);
+		key_watch(es, ETCD_FENCE_DIR, name, rev, deadline);
 	if (r < 0)
 		return r;
 	if (r == 0)
@@ -1548,6 +1576,7 @@ const struct lease_backend lease_backend_etcd = {
 	.show = etcd_show,
 	.revoke = etcd_revoke,
 	.await_fence = etcd_await_fence,
+	.await_change = etcd_await_change,
 };
 
 const struct lease_backend lease_backend_etcds = {
@@ -1561,4 +1590,5 @@ const struct lease_backend lease_backend_etcds = {
 	.show = etcd_show,
 	.revoke = etcd_revoke,
 	.await_fence = etcd_await_fence,
+	.await_change = etcd_await_change,
 };

@@ -876,6 +876,37 @@ static int lock_current(struct file_store *fs, const char *name,
 			     "'%s' keeps being replaced", name);
 }
 
+/*
+ * Whether the grant lock of `name` is held, asked through a read-only
+ * descriptor: its close raises no IN_CLOSE_WRITE, so a refused try wakes
+ * no waiter for a change (file_await_change()).  With `rec`, the record is
+ * read under a shared record lock, so a grant being written is seen whole.
+ */
+static bool grant_busy(struct file_store *fs, const char *name,
+		       struct rec *rec, int64_t deadline)
+{
+	char rel[LEASE_NAME_MAX + 16], path[PATH_MAX];
+	int64_t grace = lease_deadline_ms(REC_LOCK_GRACE_MS);
+	bool held = false;
+	int fd;
+
+	if (rel_path(rel, sizeof(rel), name, ".lock") < 0 ||
+	    abs_path(fs, name, ".lock", path, sizeof(path)) < 0)
+		return false;
+	fd = openat(fs->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return false;
+	if (grant_is_held(fd, &held) < 0)
+		held = false;
+	if (held && rec &&
+	    (lease_ofd_lock_wait(fd, path, F_RDLCK, 1, 1,
+				 deadline > grace ? deadline : grace) < 0 ||
+	     rec_read(fs, name, rec, NULL, NULL) < 0))
+		held = false; /* let the full try say what is wrong */
+	close(fd);
+	return held;
+}
+
 static int file_try_acquire(struct lease_store *store, const char *name,
 			    int64_t deadline, struct lease **out,
 			    struct lease_err *err)
@@ -885,6 +916,9 @@ static int file_try_acquire(struct lease_store *store, const char *name,
 	bool exists = false;
 	int fd, r;
 
+	/* Refused without opening the lock file for writing (see above). */
+	if (grant_busy(fs, name, &rec, deadline))
+		return held_error(name, &rec, err);
 	fd = lock_current(fs, name, deadline, err);
 	if (fd < 0)
 		return fd;
@@ -1046,6 +1080,33 @@ static int file_revoke(struct lease_store *store, const char *name,
 out_close:
 	close(fd);
 	return r;
+}
+
+/*
+ * Wait for the grant lock's holder to let go: it closes its descriptor,
+ * opened for writing, which raises IN_CLOSE_WRITE on the lock file (a
+ * forget unlinks it: IN_DELETE_SELF).  The watch is set before the check.
+ */
+static void file_await_change(struct lease_store *store, const char *name,
+			      int64_t deadline)
+{
+	struct file_store *fs = fs_of(store);
+	char path[PATH_MAX], buf[4096]
+		__attribute__((aligned(__alignof__(struct inotify_event))));
+	struct pollfd p = { .events = POLLIN };
+	int64_t left = deadline - lease_now_ns();
+
+	if (left <= 0 || abs_path(fs, name, ".lock", path, sizeof(path)) < 0)
+		return;
+	p.fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (p.fd < 0)
+		return;
+	if (inotify_add_watch(p.fd, path, IN_CLOSE_WRITE | IN_DELETE_SELF) >= 0 &&
+	    grant_busy(fs, name, NULL, deadline) &&
+	    poll(&p, 1, (int)(left / 1000000 + 1)) > 0)
+		while (read(p.fd, buf, sizeof(buf)) > 0)
+			;
+	close(p.fd);
 }
 
 /* Fenced once the grant lock is free, or once a later grant shows that
@@ -1246,6 +1307,7 @@ const struct lease_backend lease_backend_file = {
 	.show = file_show,
 	.revoke = file_revoke,
 	.await_fence = file_await_fence,
+	.await_change = file_await_change,
 	.forget = file_forget,
 	.local_dir = file_local_dir,
 };

@@ -229,7 +229,6 @@ void lease_set_loss_cb(struct lease *l, lease_loss_cb cb, void *userdata)
 int lease_acquire(struct lease_store *store, const char *name,
 		  int64_t deadline, struct lease **out, struct lease_err *err)
 {
-	int64_t backoff_ns = 1000000; /* 1 ms, doubling to 50 ms */
 	struct lease_err local = { 0 };
 	int r;
 
@@ -243,18 +242,9 @@ int lease_acquire(struct lease_store *store, const char *name,
 	for (;;) {
 		r = store->be->try_acquire(store, name, deadline, out, err);
 		if (r != lease_errkind_errno(LEASE_E_HELD) ||
-		    err->kind != LEASE_E_HELD)
+		    err->kind != LEASE_E_HELD || lease_deadline_passed(deadline))
 			return r;
-		int64_t left = deadline - lease_now_ns();
-		if (left <= 0)
-			return r;
-		if (backoff_ns > left)
-			backoff_ns = left;
-		struct timespec ts = { backoff_ns / 1000000000LL,
-				       backoff_ns % 1000000000LL };
-		nanosleep(&ts, NULL);
-		if (backoff_ns < 50000000)
-			backoff_ns *= 2;
+		store->be->await_change(store, name, deadline);
 	}
 }
 

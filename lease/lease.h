@@ -89,9 +89,9 @@ bool lease_uuid_valid(const char *uuid);
 /*
  * Take an OFD lock of `type` on [start, start+len) of fd (len 0: to the
  * end), whose file is at `path`, waiting until `deadline` for the holder.
- * Holders must let go by closing a descriptor of the file opened for
- * writing, or with lease_ofd_unlock_notify(): the wait is on the
- * IN_CLOSE_WRITE either raises, never a poll.  0, -EAGAIN (still held at
+ * Holders must let go by closing their descriptor of the file, or with
+ * lease_ofd_unlock_notify(): the wait is on the close event that raises,
+ * never a poll.  0, -EAGAIN (still held at
  * the deadline) or -errno.
  */
 int lease_ofd_lock_wait(int fd, const char *path, short type, off_t start,

@@ -33,7 +33,7 @@ struct mem_entry {
 
 struct mem_store {
 	/* lock protects entries and every field of every entry; released
-	 * is broadcast when a revoked holder releases. */
+	 * is broadcast whenever a holder lets go (release, forced loss). */
 	pthread_mutex_t lock;
 	pthread_cond_t released;
 	struct mem_entry *entries;
@@ -175,10 +175,9 @@ static int mem_release(struct lease *lease, int64_t deadline)
 		e->holder = NULL;
 		e->holder_pid = 0;
 	}
-	if (e && e->fencing == lease) {
+	if (e && e->fencing == lease)
 		e->fencing = NULL;
-		pthread_cond_broadcast(&ms->released);
-	}
+	pthread_cond_broadcast(&ms->released);
 	pthread_mutex_unlock(&ms->lock);
 	return 0;
 }
@@ -302,6 +301,24 @@ static bool still_fencing(struct mem_entry *e, uint64_t epoch)
 	return e && e->fencing && e->fencing->epoch == epoch;
 }
 
+/* Caller holds ms->lock: whether a try on e would be refused. */
+static bool entry_busy(const struct mem_entry *e)
+{
+	return e && (e->state == LEASE_STATE_HELD || e->fencing);
+}
+
+static void mem_await_change(struct lease_store *store, const char *name,
+			     int64_t deadline)
+{
+	struct mem_store *ms = mem_of(store);
+	struct timespec ts = { deadline / 1000000000LL, deadline % 1000000000LL };
+
+	pthread_mutex_lock(&ms->lock);
+	if (entry_busy(entry_find(ms, name)))
+		pthread_cond_timedwait(&ms->released, &ms->lock, &ts);
+	pthread_mutex_unlock(&ms->lock);
+}
+
 static int mem_await_fence(struct lease_store *store, const char *name,
 			   uint64_t epoch, int64_t deadline,
 			   enum lease_fence *out, struct lease_err *err)
@@ -343,6 +360,7 @@ int lease_mem_force_loss(struct lease_store *store, const char *name,
 		entry_supersede(e, why, LEASE_STATE_FREE, false);
 	else
 		entry_supersede(e, why, LEASE_STATE_HELD, true);
+	pthread_cond_broadcast(&ms->released);
 out_unlock:
 	pthread_mutex_unlock(&ms->lock);
 	return r;
@@ -359,5 +377,6 @@ const struct lease_backend lease_backend_mem = {
 	.show = mem_show,
 	.revoke = mem_revoke,
 	.await_fence = mem_await_fence,
+	.await_change = mem_await_change,
 	.local_dir = NULL,
 };

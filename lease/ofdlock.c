@@ -3,9 +3,10 @@
  * Waiting for an OFD lock without polling.  OFD locks have no timed wait,
  * and F_OFD_SETLKW cannot be bounded without signals.  So every holder
  * lets go in a way inotify sees: by closing a descriptor of the file that
- * was opened for writing, or with lease_ofd_unlock_notify() (unlock, then
- * open and close the file for writing).  Both raise IN_CLOSE_WRITE, and a
- * waiter makes one more try per event.  The watch is in place before each
+ * was opened for writing (or, for a read lock, for reading), or with
+ * lease_ofd_unlock_notify() (unlock, then open and close the file for
+ * writing).  Each raises IN_CLOSE_WRITE or IN_CLOSE_NOWRITE, and a waiter
+ * makes one more try per event.  The watch is in place before each
  * try, so a release between a failed try and the wait is never missed.
  */
 #include <errno.h>
@@ -52,7 +53,10 @@ int lease_ofd_lock_wait(int fd, const char *path, short type, off_t start,
 	ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	if (ino < 0)
 		return -errno;
-	if (inotify_add_watch(ino, path, IN_CLOSE_WRITE | IN_DELETE_SELF) < 0) {
+	/* Read locks are held through read-only descriptors: their closes
+	 * count too. */
+	if (inotify_add_watch(ino, path, IN_CLOSE_WRITE | IN_CLOSE_NOWRITE |
+			      IN_DELETE_SELF) < 0) {
 		r = -errno;
 		goto out;
 	}
