@@ -7,9 +7,9 @@
  *   leasefs umount MOUNTPOINT
  *   leasefs lease list|show NAME|revoke NAME [--leases=URI]
  *
- * Exit codes: 0 ok, 64 usage, 75 workspace busy, 1 anything else.  Every
- * internal function returns 0 or -errno (with a struct lease_err where the
- * lease library gave one); exit_code() is the one place that maps them.
+ * Exit codes: 0 ok, 64 usage, 75 workspace busy, 3 revoked but not fenced,
+ * 1 anything else.  Every internal function returns 0 or -errno with a
+ * struct lfs_err (error.h) naming what failed and its exit code.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,21 +44,9 @@ static const char usage_text[] =
 	"       leasefs lease show NAME [--leases=URI]\n"
 	"       leasefs lease revoke NAME [--leases=URI] [--timeout=SECONDS]\n";
 
-/* The one place errors become exit codes (after the message is printed). */
-int exit_code(int r, const struct lease_err *err)
+static int usage_error(struct lfs_err *err, const char *fmt, const char *arg)
 {
-	if (r == 0)
-		return EXIT_OK;
-	if (err && err->kind == LEASE_E_HELD)
-		return EXIT_BUSY;
-	if (err && (err->kind == LEASE_E_USAGE || err->kind == LEASE_E_BADNAME))
-		return EXIT_USAGE;
-	return EXIT_FAIL;
-}
-
-static int usage_error(struct lease_err *err, const char *fmt, const char *arg)
-{
-	return lease_err_set(err, LEASE_E_USAGE, 0, NULL, fmt, arg ? arg : "");
+	return lfs_fail(err, EXIT_USAGE, -EINVAL, fmt, arg ? arg : "");
 }
 
 static const char *default_leases(void)
@@ -118,7 +106,7 @@ static int fuse_opt_allowed(const char *opt)
 }
 
 static int add_fuse_opt(struct mount_opts *o, const char *arg,
-			struct lease_err *err)
+			struct lfs_err *err)
 {
 	char *copy = strdup(arg), *save = NULL, *joined;
 	int r = copy ? 0 : -ENOMEM;
@@ -157,7 +145,7 @@ static const struct option mount_longopts[] = {
 	{ 0 }
 };
 
-static int parse_mount_opt(struct mount_opts *o, int c, struct lease_err *err)
+static int parse_mount_opt(struct mount_opts *o, int c, struct lfs_err *err)
 {
 	switch (c) {
 	case OPT_PLACEMENT:
@@ -234,7 +222,7 @@ static bool is_pseudo_fs(const char *path)
 }
 
 static int resolve_paths(struct mount_opts *o, const char *mnt,
-			 struct lease_err *err)
+			 struct lfs_err *err)
 {
 	char buf[1024];
 	struct stat st;
@@ -242,17 +230,17 @@ static int resolve_paths(struct mount_opts *o, const char *mnt,
 
 	r = clean_stale_mount(mnt);
 	if (r < 0)
-		return lease_err_set(err, LEASE_E_IO, r, NULL,
+		return lfs_fail(err, EXIT_FAIL, r,
 				     "cannot detach stale mount %s: %s; run "
 				     "'fusermount3 -uz %s'", mnt, strerror(-r), mnt);
 	if (stat(mnt, &st) < 0 || !S_ISDIR(st.st_mode))
 		return usage_error(err, "mount point %s is not a directory", mnt);
 	if (!realpath(mnt, o->mountpoint))
-		return lease_err_set(err, LEASE_E_IO, -errno, NULL,
+		return lfs_fail(err, EXIT_FAIL, -errno,
 				     "mount point %s: %s", mnt, strerror(errno));
 	r = lease_canonical_root(o->root, o->canon_root, sizeof(o->canon_root));
 	if (r < 0)
-		return lease_err_set(err, LEASE_E_IO, r, NULL,
+		return lfs_fail(err, EXIT_FAIL, r,
 				     "workspace root %s: %s", o->root, strerror(-r));
 	if (stat(o->canon_root, &st) < 0 || !S_ISDIR(st.st_mode))
 		return usage_error(err, "workspace root %s is not a directory",
@@ -278,17 +266,19 @@ static int resolve_paths(struct mount_opts *o, const char *mnt,
  * touches nothing in ROOT.  (Session placement serves BASE/<uuid>, not yet
  * known; the coordinator checks it.)
  */
-static int check_lease_dir(const struct mount_opts *o, struct lease_err *err)
+static int check_lease_dir(const struct mount_opts *o, struct lfs_err *err)
 {
+	struct lease_err le = { 0 };
+
 	if (o->placement == COORD_SESSION)
 		return 0;
-	return coord_check_lease_dir(o->canon_root,
-				     lease_uri_local_dir(o->leases), err);
+	return lfs_err_from_lease(err, coord_check_lease_dir(o->canon_root,
+				  lease_uri_local_dir(o->leases), &le), &le);
 }
 
 /* The command line's syntax: options and the two operands. */
 static int parse_mount(int argc, char **argv, struct mount_opts *o,
-		       struct lease_err *err)
+		       struct lfs_err *err)
 {
 	int c, r;
 
@@ -315,7 +305,7 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o,
 
 /* What the operands name: refusals here are about the paths, not the
  * syntax, so they come without the usage text. */
-static int check_operands(struct mount_opts *o, struct lease_err *err)
+static int check_operands(struct mount_opts *o, struct lfs_err *err)
 {
 	int r = resolve_paths(o, o->mnt_arg, err);
 
@@ -325,21 +315,21 @@ static int check_operands(struct mount_opts *o, struct lease_err *err)
 static int cmd_mount(int argc, char **argv)
 {
 	struct mount_opts o = { 0 };
-	struct lease_err err = { 0 };
+	struct lfs_err err = { 0 };
 	int r = parse_mount(argc, argv, &o, &err), code;
 
 	if (r < 0) {
 		fprintf(stderr, "leasefs: %s\n", err.msg);
-		if (err.kind == LEASE_E_USAGE)
+		if (err.exit == EXIT_USAGE)
 			fputs(usage_text, stderr);
 		free(o.fuse_opts);
-		return exit_code(r, &err);
+		return lfs_exit_code(r, &err);
 	}
 	r = check_operands(&o, &err);
 	if (r < 0) {
 		fprintf(stderr, "leasefs: %s\n", err.msg);
 		free(o.fuse_opts);
-		return exit_code(r, &err);
+		return lfs_exit_code(r, &err);
 	}
 	code = daemon_mount(&o);
 	free(o.fuse_opts);
@@ -491,7 +481,8 @@ static int lease_op(struct lease_store *st, const char *verb,
 static int cmd_lease(int argc, char **argv)
 {
 	const char *uri = default_leases(), *verb = NULL, *name = NULL;
-	struct lease_err err = { 0 };
+	struct lease_err le = { 0 };
+	struct lfs_err err = { 0 };
 	struct lease_store *st = NULL;
 	double timeout_s = REVOKE_TIMEOUT_S;
 	int r, npos = 0;
@@ -515,14 +506,13 @@ static int cmd_lease(int argc, char **argv)
 		fputs(usage_text, stderr);
 		return EXIT_USAGE;
 	}
-	r = lease_store_open(uri, NULL, &st, &err);
+	r = lease_store_open(uri, NULL, &st, &le);
 	if (r == 0)
-		r = lease_op(st, verb, name, timeout_s, &err);
-	if (r < 0)
-		fprintf(stderr, "leasefs: lease %s: %s\n", verb,
-			err.msg[0] ? err.msg : strerror(-r));
+		r = lease_op(st, verb, name, timeout_s, &le);
+	if (lfs_err_from_lease(&err, r, &le) < 0)
+		fprintf(stderr, "leasefs: lease %s: %s\n", verb, err.msg);
 	lease_store_close(st);
-	return r > 0 ? EXIT_UNFENCED : exit_code(r, &err);
+	return r > 0 ? EXIT_UNFENCED : lfs_exit_code(r, &err);
 }
 
 int main(int argc, char **argv)

@@ -9,8 +9,9 @@
  *           and loss (acknowledge after the drain, drop caches, read-only)
  *   end:    close admission, drain, unmount, release root then session
  *
- * Errors travel as 0/-errno with a struct lease_err naming what failed;
- * the exit code comes from exit_code() (cli.c), the one mapping.
+ * Errors travel as 0/-errno with a struct lfs_err (error.h) naming what
+ * failed; the lease library's are converted where they come in.  Only the
+ * coordinator's after_acquire hook speaks struct lease_err, its contract.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -302,9 +303,10 @@ static int block_signals(struct daemon *d)
  * exclusive mount out for as long as this one lives.  Nothing is touched
  * in ROOT before this.
  */
-static int share_root(struct daemon *d, struct lease_err *err)
+static int share_root(struct daemon *d, struct lfs_err *err)
 {
 	struct lease_info info = { 0 };
+	struct lease_err le = { 0 };
 	char name[LEASE_NAME_MAX + 1];
 	const char *root = d->opts->canon_root;
 	int r;
@@ -313,20 +315,17 @@ static int share_root(struct daemon *d, struct lease_err *err)
 		return 0;
 	r = lease_root_name(root, name, sizeof(name));
 	if (r == 0)
-		r = lease_show(d->store, name, &info, err);
+		r = lease_show(d->store, name, &info, &le);
 	if (r < 0)
-		return r;
-	if (info.state == LEASE_STATE_HELD) {
-		r = lease_err_set(err, LEASE_E_HELD, 0, root, "workspace busy: "
-				  "%s held at epoch %" PRIu64, root, info.epoch);
-		if (err)
-			err->holder_epoch = info.epoch;
-		return r;
-	}
+		return lfs_err_from_lease(err, r, &le);
+	if (info.state == LEASE_STATE_HELD)
+		return lfs_fail(err, EXIT_BUSY, -EBUSY, "workspace busy: %s held "
+				"at epoch %" PRIu64, root, info.epoch);
 	if (!lease_store_local_dir(d->store))
 		return 0;
-	return hostlock_take(root, NULL, 0, d->acquire_deadline,
-			     &d->hostlock_fd, err);
+	r = hostlock_take(root, NULL, 0, d->acquire_deadline, &d->hostlock_fd,
+			  &le);
+	return lfs_err_from_lease(err, r, &le);
 }
 
 /*
@@ -334,24 +333,25 @@ static int share_root(struct daemon *d, struct lease_err *err)
  * the wait, so that whoever started the mount knows what it waits for.
  */
 static int coord_open_waiting(struct daemon *d, struct coord_config *cfg,
-			      struct lease_err *err)
+			      struct lfs_err *err)
 {
 	int64_t deadline = cfg->acquire_deadline;
+	struct lease_err le = { 0 };
 	int r;
 
-	if (d->opts->wait_s <= 0)
-		return coord_open(cfg, &d->coord, err);
-	cfg->acquire_deadline = 0;
-	r = coord_open(cfg, &d->coord, err);
-	cfg->acquire_deadline = deadline;
-	if (r == 0 || err->kind != LEASE_E_HELD)
-		return r;
-	fprintf(stderr, "leasefs: %s; waiting up to %.0f s\n", err->msg,
-		d->opts->wait_s);
-	return coord_open(cfg, &d->coord, err);
+	if (d->opts->wait_s > 0) {
+		cfg->acquire_deadline = 0;
+		r = coord_open(cfg, &d->coord, &le);
+		cfg->acquire_deadline = deadline;
+		if (r == 0 || le.kind != LEASE_E_HELD)
+			return lfs_err_from_lease(err, r, &le);
+		fprintf(stderr, "leasefs: %s; waiting up to %.0f s\n", le.msg,
+			d->opts->wait_s);
+	}
+	return lfs_err_from_lease(err, coord_open(cfg, &d->coord, &le), &le);
 }
 
-static int open_coord(struct daemon *d, struct lease_err *err)
+static int open_coord(struct daemon *d, struct lfs_err *err)
 {
 	struct mount_opts *o = d->opts;
 	struct lease_store_opts so = {
@@ -373,10 +373,11 @@ static int open_coord(struct daemon *d, struct lease_err *err)
 		.log = log_line,
 		.log_userdata = d,
 	};
-	int r = lease_store_open(o->leases, &so, &d->store, err);
+	struct lease_err le = { 0 };
+	int r = lease_store_open(o->leases, &so, &d->store, &le);
 
 	if (r < 0)
-		return r;
+		return lfs_err_from_lease(err, r, &le);
 	r = share_root(d, err);
 	if (r < 0)
 		return r;
@@ -458,7 +459,7 @@ static struct lfs_config policy_for(enum coord_placement p, const char *root)
 
 /* Compose the layers (passthrough, gate in front) into a FUSE session and
  * mount it. */
-static int open_fs(struct daemon *d, struct lease_err *err)
+static int open_fs(struct daemon *d, struct lfs_err *err)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct lfs_config cfg = policy_for(d->opts->placement,
@@ -468,7 +469,7 @@ static int open_fs(struct daemon *d, struct lease_err *err)
 	if (r == 0)
 		r = gate_new(d->coord, lfs_ops(), &d->gate);
 	if (r < 0)
-		return lease_err_set(err, LEASE_E_IO, r, NULL,
+		return lfs_fail(err, EXIT_FAIL, r,
 				     "cannot start the filesystem on %s: %s",
 				     cfg.root, strerror(-r));
 	d->sess = (struct lfs_session){ .fs = d->fs, .gate = d->gate };
@@ -480,16 +481,16 @@ static int open_fs(struct daemon *d, struct lease_err *err)
 	}
 	fuse_opt_free_args(&args);
 	if (r < 0)
-		return lease_err_set(err, LEASE_E_IO, r, NULL,
+		return lfs_fail(err, EXIT_FAIL, r,
 				     "cannot start the FUSE session on %s: %s",
 				     cfg.root, strerror(-r));
 	if (fuse_session_mount(d->se, d->opts->mountpoint) != 0)
-		return lease_err_set(err, LEASE_E_IO, -EIO, NULL,
+		return lfs_fail(err, EXIT_FAIL, -EIO,
 				     "cannot mount on %s", d->opts->mountpoint);
 	return 0;
 }
 
-static int start_services(struct daemon *d, struct lease_err *err)
+static int start_services(struct daemon *d, struct lfs_err *err)
 {
 	struct daemon_info info = {
 		.coord = d->coord,
@@ -501,12 +502,12 @@ static int start_services(struct daemon *d, struct lease_err *err)
 	int r = control_start(&info, &d->ctl);
 
 	if (r < 0)
-		return lease_err_set(err, LEASE_E_IO, r, NULL,
+		return lfs_fail(err, EXIT_FAIL, r,
 				     "cannot open the control socket for %s: %s",
 				     d->opts->mountpoint, strerror(-r));
 	r = -pthread_create(&d->event_thread, NULL, event_thread, d);
 	if (r < 0)
-		return lease_err_set(err, LEASE_E_IO, r, NULL,
+		return lfs_fail(err, EXIT_FAIL, r,
 				     "cannot start the event thread: %s",
 				     strerror(-r));
 	d->event_thread_started = true;
@@ -621,19 +622,19 @@ static int run_daemon(struct mount_opts *o, int report_fd)
 {
 	struct daemon d = { .opts = o, .hostlock_fd = -1, .signal_fd = -1,
 			    .event_fd = -1 };
-	struct lease_err err = { 0 };
+	struct lfs_err err = { 0 };
 	int r, code;
 
 	d.acquire_deadline = lease_deadline_ms((int64_t)(o->wait_s * 1000));
 	r = process_setup();
 	if (r < 0) {
-		lease_err_set(&err, LEASE_E_IO, r, NULL,
+		lfs_fail(&err, EXIT_FAIL, r,
 			      "cannot drop supplementary groups: %s", strerror(-r));
 		goto fail;
 	}
 	r = block_signals(&d);
 	if (r < 0) {
-		lease_err_set(&err, LEASE_E_IO, r, NULL,
+		lfs_fail(&err, EXIT_FAIL, r,
 			      "cannot set up signal handling: %s", strerror(-r));
 		goto fail;
 	}
@@ -656,7 +657,7 @@ static int run_daemon(struct mount_opts *o, int report_fd)
 	goto close_fds;
 fail:
 	fprintf(stderr, "leasefs: %s\n", err.msg);
-	code = exit_code(r, &err);
+	code = lfs_exit_code(r, &err);
 	teardown(&d);
 	report(&report_fd, code);
 close_fds:

@@ -9,16 +9,8 @@
 #include <stdint.h>
 
 #include "coord.h"
+#include "error.h"
 
-/* Exit codes; exit_code() is the one place errors become them. */
-enum {
-	EXIT_OK = 0,
-	EXIT_FAIL = 1,
-	EXIT_UNFENCED = 3,  /* revoked, but the holder was not fenced in time */
-	EXIT_USAGE = 64,
-	EXIT_BUSY = 75,
-};
-int exit_code(int r, const struct lease_err *err);
 
 /* `leasefs mount` as parsed and checked by the CLI. */
 struct mount_opts {
