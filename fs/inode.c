@@ -248,19 +248,28 @@ void table_detach(struct lfs *fs, struct lfs_inode *inode)
 	pthread_mutex_unlock(&fs->lock);
 }
 
-/* Drops n kernel references; frees the record when none remain. */
+/* Drops n kernel references; frees the record when none remain.  The
+ * kernel forgetting more than it was given is an accounting bug on one
+ * side: said on stderr, then clamped (the record goes). */
 void table_unref(struct lfs *fs, struct lfs_inode *inode, uint64_t n)
 {
+	uint64_t had;
 	bool dead = false;
 
 	pthread_mutex_lock(&fs->lock);
-	inode->nlookup = inode->nlookup > n ? inode->nlookup - n : 0;
+	had = inode->nlookup;
+	inode->nlookup = had > n ? had - n : 0;
 	if (inode->nlookup == 0 && !inode->pinned) {
 		table_remove_locked(fs, inode);
 		dead = true;
 	}
 	pthread_mutex_unlock(&fs->lock);
 
+	if (n > had)
+		fprintf(stderr, "leasefs: BUG: the kernel forgot %llu references "
+			"of inode %llu, which it held %llu times\n",
+			(unsigned long long)n, (unsigned long long)inode->ino,
+			(unsigned long long)had);
 	if (dead)
 		inode_destroy(fs, inode);
 }

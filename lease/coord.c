@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <time.h>
@@ -57,6 +58,7 @@ struct coord {
 	void *observer_ud;
 
 	_Atomic unsigned word; /* WORD(state, loss reason) */
+	int state_fd;          /* eventfd, written on every state change */
 	_Atomic long inflight; /* admitted mutations not yet exited */
 
 	/*
@@ -131,6 +133,16 @@ static void say(const struct coord *c, const char *fmt, ...)
 
 /* ---- loss latch ------------------------------------------------------ */
 
+/* Make the state fd readable: the state has moved on. */
+static void state_changed(struct coord *c)
+{
+	uint64_t one = 1;
+
+	if (write(c->state_fd, &one, sizeof(one)) < 0) {
+		/* an eventfd write of 1 fails only on overflow: readable anyway */
+	}
+}
+
 /*
  * Latch loss: HELD -> LOST with `why`, then tell the owner.  Does nothing
  * once loss latched or shutdown began, so on_loss runs at most once and
@@ -145,6 +157,7 @@ static void latch_lost(struct coord *c, enum lease_loss why)
 	if (!atomic_compare_exchange_strong(&c->word, &expected,
 					    WORD(COORD_LOST, why)))
 		return;
+	state_changed(c);
 	if (c->on_loss)
 		c->on_loss(c->on_loss_userdata, why);
 }
@@ -173,6 +186,7 @@ static void set_state(struct coord *c, enum coord_state st)
 	while (!atomic_compare_exchange_weak(&c->word, &w,
 					     WORD(st, WORD_LOSS(w))))
 		;
+	state_changed(c);
 }
 
 /* ---- health and admission ------------------------------------------- */
@@ -326,8 +340,10 @@ static void close_admission(struct coord *c)
 
 	while (WORD_STATE(w) == COORD_HELD || WORD_STATE(w) == COORD_LOST) {
 		if (atomic_compare_exchange_weak(&c->word, &w,
-				WORD(COORD_SHUTTING_DOWN, WORD_LOSS(w))))
+				WORD(COORD_SHUTTING_DOWN, WORD_LOSS(w)))) {
+			state_changed(c);
 			break;
+		}
 	}
 }
 
@@ -446,6 +462,12 @@ static int sync_init(struct coord *c)
 	r = -pthread_mutex_init(&c->lock, NULL);
 	if (r < 0)
 		goto out_done;
+	c->state_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->state_fd < 0) {
+		r = -errno;
+		pthread_mutex_destroy(&c->lock);
+		goto out_done;
+	}
 	pthread_condattr_destroy(&attr);
 	return 0;
 out_done:
@@ -459,6 +481,7 @@ out_attr:
 
 static void sync_destroy(struct coord *c)
 {
+	close(c->state_fd);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->done);
 	pthread_cond_destroy(&c->drained);
@@ -739,6 +762,11 @@ enum coord_state coord_state(struct coord *c)
 enum lease_loss coord_loss_reason(struct coord *c)
 {
 	return WORD_LOSS(atomic_load(&c->word));
+}
+
+int coord_state_fd(const struct coord *c)
+{
+	return c->state_fd;
 }
 
 enum coord_placement coord_placement(const struct coord *c)

@@ -116,6 +116,9 @@ int coord_close_admission(struct coord *c, int64_t drain_timeout_ms);
 void coord_free(struct coord *c);
 
 enum coord_state coord_state(struct coord *c);
+/* Readable (POLLIN) after every state change, until read; owned by the
+ * coordinator.  Wait on it, then read coord_state(): a waiter never polls. */
+int coord_state_fd(const struct coord *c);
 enum lease_loss coord_loss_reason(struct coord *c);
 enum coord_placement coord_placement(const struct coord *c);
 const char *coord_root(const struct coord *c);       /* canonical, effective root */

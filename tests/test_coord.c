@@ -2,6 +2,7 @@
 /* Coordinator: open ordering, busy path, latching, admission, shutdown. */
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -565,16 +566,21 @@ static void *shut_thread(void *p)
 	return NULL;
 }
 
-/* Bounded wait for a state change driven by another thread. */
+/* Bounded wait for a state change driven by another thread, on the
+ * coordinator's state fd. */
 static bool wait_state(struct coord *c, enum coord_state st, int timeout_ms)
 {
 	int64_t deadline = lease_deadline_ms(timeout_ms);
-	struct timespec ms = { 0, 1000000 };
+	struct pollfd p = { .fd = coord_state_fd(c), .events = POLLIN };
+	uint64_t v;
 
 	while (coord_state(c) != st) {
-		if (lease_deadline_passed(deadline))
+		int64_t left = (deadline - lease_now_ns()) / 1000000;
+
+		if (left <= 0 || poll(&p, 1, (int)left + 1) <= 0)
 			return false;
-		nanosleep(&ms, NULL);
+		if (read(p.fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			return false;
 	}
 	return true;
 }
