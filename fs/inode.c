@@ -254,6 +254,7 @@ void table_detach(struct lfs *fs, struct lfs_inode *inode)
 void table_unref(struct lfs *fs, struct lfs_inode *inode, uint64_t n)
 {
 	uint64_t had;
+	ino_t ino = inode->ino; /* immutable; the record may go after unlock */
 	bool dead = false;
 
 	pthread_mutex_lock(&fs->lock);
@@ -268,7 +269,7 @@ void table_unref(struct lfs *fs, struct lfs_inode *inode, uint64_t n)
 	if (n > had)
 		fprintf(stderr, "leasefs: BUG: the kernel forgot %llu references "
 			"of inode %llu, which it held %llu times\n",
-			(unsigned long long)n, (unsigned long long)inode->ino,
+			(unsigned long long)n, (unsigned long long)ino,
 			(unsigned long long)had);
 	if (dead)
 		inode_destroy(fs, inode);
