@@ -63,6 +63,23 @@ static int write_holder(int fd, const char *lease_name, uint64_t epoch)
 	return 0;
 }
 
+/* Refused: say who keeps us out, an exclusive holder or shared mounts. */
+static int busy_error(int fd, const char *root, struct lease_err *err)
+{
+	bool readers = conflict_is_readers(fd);
+	uint64_t held = readers ? 0 : holder_epoch(fd);
+	int r = readers
+		? lease_err_set(err, LEASE_E_HELD, 0, root, "workspace busy: "
+				"%s has shared or session mounts on this host",
+				root)
+		: lease_err_set(err, LEASE_E_HELD, 0, root, "workspace busy: "
+				"%s held at epoch %" PRIu64, root, held);
+
+	if (err)
+		err->holder_epoch = held;
+	return r;
+}
+
 int hostlock_take(const char *root, const char *lease_name, uint64_t epoch,
 		  int64_t deadline, int *fd_out, struct lease_err *err)
 {
@@ -92,19 +109,8 @@ int hostlock_take(const char *root, const char *lease_name, uint64_t epoch,
 	r = lease_ofd_lock_wait(fd, path, lease_name ? F_WRLCK : F_RDLCK, 0, 0,
 				deadline);
 	if (r == -EAGAIN) {
-		bool readers = conflict_is_readers(fd);
-		uint64_t held = readers ? 0 : holder_epoch(fd);
-
+		r = busy_error(fd, root, err);
 		close(fd);
-		r = !readers
-			? lease_err_set(err, LEASE_E_HELD, 0, root,
-					"workspace busy: %s held at epoch %"
-					PRIu64, root, held)
-			: lease_err_set(err, LEASE_E_HELD, 0, root,
-					"workspace busy: %s has shared or "
-					"session mounts on this host", root);
-		if (err)
-			err->holder_epoch = held;
 		return r;
 	}
 	if (r == 0 && lease_name)
