@@ -328,13 +328,3 @@ int lease_revoke(struct lease_store *store, const char *name, int64_t deadline,
 		return r;
 	return store->be->await_fence(store, name, epoch, deadline, fence, err);
 }
-
-const char *lease_fence_str(enum lease_fence f)
-{
-	switch (f) {
-	case LEASE_FENCE_ACKED: return "acknowledged";
-	case LEASE_FENCE_EXPIRED: return "expired";
-	case LEASE_FENCE_PENDING: return "pending";
-	}
-	return "unknown";
-}
