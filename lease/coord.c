@@ -383,10 +383,12 @@ int coord_fence(struct coord *c, int64_t drain_timeout_ms)
 }
 
 /* A session directory this coordinator made goes again if nothing was
- * put in it (rmdir refuses a non-empty one). */
+ * put in it (rmdir refuses a non-empty one), unless the lease was lost:
+ * then the directory may already be a successor's. */
 static void remove_empty_session_dir(struct coord *c)
 {
-	if (c->made_session_dir)
+	if (c->made_session_dir &&
+	    WORD_LOSS(atomic_load(&c->word)) == LEASE_LOSS_NONE)
 		rmdir(c->root);
 }
 
