@@ -843,8 +843,8 @@ err_free:
 	return r;
 }
 
-/* The lock file of `name` with both byte locks taken on the inode that
- * is still linked at its path (a forget may unlink it while we wait:
+/* The lock file of `name` with its record lock (byte 1) taken, on the inode
+ * still linked at its path (a forget may unlink it while we wait:
  * then the next try creates a new one).  fd, or -errno with err set. */
 static int lock_current(struct file_store *fs, const char *name,
 			int64_t deadline, struct lease_err *err)
