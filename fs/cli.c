@@ -24,6 +24,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -40,6 +41,7 @@ static const char usage_text[] =
 	"                     [-o OPT] [-f] [-d] ROOT MOUNTPOINT\n"
 	"       leasefs status MOUNTPOINT [--json]\n"
 	"       leasefs umount MOUNTPOINT\n"
+	"       leasefs watch MOUNTPOINT\n"
 	"       leasefs lease list [--leases=URI]\n"
 	"       leasefs lease show NAME [--leases=URI]\n"
 	"       leasefs lease revoke NAME [--leases=URI] [--timeout=SECONDS]\n";
@@ -394,6 +396,65 @@ static int cmd_status(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* One pushed line: print it; a loss ends the watch. */
+static int watch_line(const char *line, void *ud)
+{
+	json_object *o = json_tokener_parse(line);
+	json_object *st = NULL;
+	bool lost;
+
+	(void)ud;
+	puts(line);
+	fflush(stdout);
+	lost = o && json_object_object_get_ex(o, "state", &st) &&
+	       strcmp(json_object_get_string(st), "lost") == 0;
+	json_object_put(o);
+	return lost;
+}
+
+/* The line for a mount that went away without a loss. */
+static void print_gone(const char *mnt)
+{
+	json_object *o = json_object_new_object();
+	char buf[64];
+
+	control_time_now(buf, sizeof(buf));
+	json_object_object_add(o, "mountpoint", json_object_new_string(mnt));
+	json_object_object_add(o, "state", json_object_new_string("gone"));
+	json_object_object_add(o, "time", json_object_new_string(buf));
+	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	fflush(stdout);
+	json_object_put(o);
+}
+
+/*
+ * leasefs watch MOUNTPOINT: the state now, then each change, as the
+ * daemon pushes them (no polling).  Exit 0 on loss, EXIT_GONE when the
+ * mount goes away first (umount, daemon killed).
+ */
+static int cmd_watch(int argc, char **argv)
+{
+	char mnt[PATH_MAX];
+	int r;
+
+	if (argc != 2) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	r = canonical_mountpoint(argv[1], mnt);
+	if (r == 0)
+		r = control_watch(mnt, watch_line, NULL);
+	if (r < 0) {
+		fprintf(stderr, "leasefs: no leasefs daemon serves %s: %s\n",
+			argv[1], strerror(-r));
+		return EXIT_FAIL;
+	}
+	if (r > 0)
+		return EXIT_OK;
+	print_gone(mnt);
+	return EXIT_GONE;
+}
+
 static int cmd_umount(int argc, char **argv)
 {
 	char mnt[PATH_MAX];
@@ -523,6 +584,8 @@ int main(int argc, char **argv)
 		return cmd_status(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "umount") == 0)
 		return cmd_umount(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "watch") == 0)
+		return cmd_watch(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "lease") == 0)
 		return cmd_lease(argc - 1, argv + 1);
 	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 ||

@@ -6,6 +6,11 @@
  * "ok", then the connection stays open until the daemon has torn down, so a
  * client can wait for the end by reading to EOF.
  *
+ * "watch" -> the status object at once, then one object per change of
+ * state (each with "time"; a loss also with "reason"), pushed as the
+ * coordinator's state fd fires; the connection stays open until the
+ * daemon exits, so a watcher learns of the end by EOF.
+ *
  * One thread serves up to MAX_CLIENTS connections at once, each bounded by
  * CLIENT_TIMEOUT_MS to send its line; a slow or silent client delays no
  * other, and a client that hangs up never raises SIGPIPE (MSG_NOSIGNAL).
@@ -21,6 +26,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -29,6 +35,7 @@
 
 #define CTL_DIR LEASEFS_RUN_DIR "/ctl"
 #define MAX_WAITERS 16
+#define MAX_WATCHERS 64
 #define MAX_CLIENTS 32
 #define CLIENT_TIMEOUT_MS 2000
 
@@ -41,6 +48,8 @@ struct control {
 	/* Owned by the control thread alone until it is joined. */
 	int waiters[MAX_WAITERS];
 	int nwaiters;
+	int watchers[MAX_WATCHERS];  /* -1: free slot */
+	const char *last_state;      /* the state last pushed to watchers */
 	struct client {
 		int fd;            /* -1: free slot */
 		int64_t deadline;  /* to send the request line */
@@ -79,8 +88,44 @@ static void add_str(json_object *o, const char *key, const char *val)
 	json_object_object_add(o, key, json_object_new_string(val));
 }
 
-/* The status object: the keys of `leasefs status --json`. */
-static void write_status(const struct daemon_info *in, FILE *f)
+static void reply(int fd, const char *s)
+{
+	size_t n = strlen(s);
+
+	while (n > 0) {
+		ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+void control_time_now(char *buf, size_t sz)
+{
+	struct timespec ts;
+	struct tm tm;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	snprintf(buf, sz, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
+		 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+		 tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+}
+
+static void add_time(json_object *o)
+{
+	char buf[64];
+
+	control_time_now(buf, sizeof(buf));
+	add_str(o, "time", buf);
+}
+
+/* The status object: the keys of `leasefs status --json`; a watcher's
+ * lines also carry the time and, once lost, the reason. */
+static void write_status_ext(const struct daemon_info *in, FILE *f,
+			     bool for_watch)
 {
 	struct coord *c = in->coord;
 	bool has_root = coord_root_epoch(c) != 0;
@@ -96,23 +141,80 @@ static void write_status(const struct daemon_info *in, FILE *f)
 	add_str(o, "state", public_state(coord_state(c)));
 	add_str(o, "backend", in->backend);
 	json_object_object_add(o, "pid", json_object_new_int(getpid()));
-	fprintf(f, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	if (for_watch) {
+		add_time(o);
+		if (coord_loss_reason(c) != LEASE_LOSS_NONE)
+			add_str(o, "reason", lease_loss_str(coord_loss_reason(c)));
+	}
+	fprintf(f, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);
 }
 
-static void reply(int fd, const char *s)
+static void write_status(const struct daemon_info *in, FILE *f)
 {
-	size_t n = strlen(s);
-
-	while (n > 0) {
-		ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
-
-		if (w <= 0)
-			return;
-		s += w;
-		n -= (size_t)w;
-	}
+	write_status_ext(in, f, false);
 }
+
+/* The status line as a malloc'ed string. */
+static char *status_line(const struct daemon_info *in, bool for_watch)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	write_status_ext(in, f, for_watch);
+	fclose(f);
+	return buf;
+}
+
+static void watcher_close(struct control *ctl, int i)
+{
+	close(ctl->watchers[i]);
+	ctl->watchers[i] = -1;
+}
+
+/* Push the state to every watcher if it changed since the last push; a
+ * watcher that cannot take it (gone, or not reading) is dropped. */
+static void watchers_push(struct control *ctl)
+{
+	const char *st = public_state(coord_state(ctl->info.coord));
+	char *line;
+
+	if (ctl->last_state == st)
+		return;
+	ctl->last_state = st;
+	line = status_line(&ctl->info, true);
+	for (int i = 0; line && i < MAX_WATCHERS; i++) {
+		size_t n = strlen(line);
+
+		if (ctl->watchers[i] >= 0 &&
+		    send(ctl->watchers[i], line, n, MSG_NOSIGNAL | MSG_DONTWAIT) !=
+		    (ssize_t)n)
+			watcher_close(ctl, i);
+	}
+	free(line);
+}
+
+/* A new watcher gets the state now; false if there is no room. */
+static bool watcher_add(struct control *ctl, int fd)
+{
+	char *line = status_line(&ctl->info, true);
+
+	for (int i = 0; line && i < MAX_WATCHERS; i++) {
+		if (ctl->watchers[i] >= 0)
+			continue;
+		reply(fd, line);
+		free(line);
+		ctl->watchers[i] = fd;
+		return true;
+	}
+	free(line);
+	reply(fd, "error: too many watchers\n");
+	return false;
+}
+
 
 /* Answer one request line; true if the fd was kept (umount waiter). */
 static bool serve(struct control *ctl, int fd, char *line)
@@ -132,6 +234,8 @@ static bool serve(struct control *ctl, int fd, char *line)
 		free(buf);
 		return false;
 	}
+	if (strcmp(line, "watch") == 0)
+		return watcher_add(ctl, fd);
 	if (strcmp(line, "umount") == 0) {
 		/* Past MAX_WAITERS a caller is answered but not kept: it
 		 * returns before the daemon's end (bounded table, no realloc). */
@@ -221,18 +325,41 @@ static int clients_expire(struct control *ctl)
 	return next < 0 ? -1 : (int)((next - now) / 1000000 + 1);
 }
 
+/* The coordinator's state moved: take the event, tell the watchers. */
+static void state_event(struct control *ctl, int fd)
+{
+	uint64_t v;
+
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return;
+	watchers_push(ctl);
+}
+
+/* A watcher only ever reads: anything readable on its socket is its
+ * hang-up (or a protocol breach); either way it is done. */
+static void watcher_event(struct control *ctl, int i)
+{
+	watcher_close(ctl, i);
+}
+
 static void *control_thread(void *p)
 {
 	struct control *ctl = p;
-	struct pollfd pfd[2 + MAX_CLIENTS];
+	struct pollfd pfd[3 + MAX_CLIENTS + MAX_WATCHERS];
+	const int W = 3 + MAX_CLIENTS;
 
 	for (;;) {
-		int timeout = clients_expire(ctl), n = 2;
+		int timeout = clients_expire(ctl), n = 3;
 
 		pfd[0] = (struct pollfd){ .fd = ctl->listen_fd, .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = ctl->stop_fd, .events = POLLIN };
+		pfd[2] = (struct pollfd){ .fd = coord_state_fd(ctl->info.coord),
+					  .events = POLLIN };
 		for (int i = 0; i < MAX_CLIENTS; i++)
 			pfd[n++] = (struct pollfd){ .fd = ctl->clients[i].fd,
+						    .events = POLLIN };
+		for (int i = 0; i < MAX_WATCHERS; i++)
+			pfd[n++] = (struct pollfd){ .fd = ctl->watchers[i],
 						    .events = POLLIN };
 		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
@@ -241,8 +368,13 @@ static void *control_thread(void *p)
 		}
 		if (pfd[1].revents)
 			break;
+		if (pfd[2].revents & POLLIN)
+			state_event(ctl, pfd[2].fd);
+		for (int i = 0; i < MAX_WATCHERS; i++)
+			if (ctl->watchers[i] >= 0 && pfd[W + i].revents)
+				watcher_event(ctl, i);
 		for (int i = 0; i < MAX_CLIENTS; i++)
-			if (ctl->clients[i].fd >= 0 && pfd[2 + i].revents)
+			if (ctl->clients[i].fd >= 0 && pfd[3 + i].revents)
 				client_read(ctl, &ctl->clients[i]);
 		if (pfd[0].revents & POLLIN)
 			client_accept(ctl);
@@ -314,6 +446,9 @@ int control_start(const struct daemon_info *info, struct control **out)
 	ctl->listen_fd = -1;
 	for (int i = 0; i < MAX_CLIENTS; i++)
 		ctl->clients[i].fd = -1;
+	for (int i = 0; i < MAX_WATCHERS; i++)
+		ctl->watchers[i] = -1;
+	ctl->last_state = public_state(coord_state(info->coord));
 	ctl->stop_fd = eventfd(0, EFD_CLOEXEC);
 	r = ctl->stop_fd < 0 ? -errno
 			     : control_path(info->mountpoint, ctl->path,
@@ -351,8 +486,9 @@ void control_stop(struct control *ctl)
 	unlink(ctl->path);
 	close(ctl->listen_fd);
 	close(ctl->stop_fd);
-	/* The umount waiters stay open on purpose: the kernel closes them
-	 * when the daemon exits, which is the moment their clients wait for. */
+	/* The umount waiters and the watchers stay open on purpose: the
+	 * kernel closes them when the daemon exits, which is the moment
+	 * their clients wait for. */
 	free(ctl);
 }
 
@@ -443,4 +579,47 @@ int control_umount(const char *mountpoint, int timeout_ms)
 	char buf[64];
 
 	return send_cmd(mountpoint, "umount", buf, sizeof(buf), timeout_ms);
+}
+
+int control_watch(const char *mountpoint, int (*on_line)(const char *, void *),
+		  void *ud)
+{
+	char buf[8192];
+	size_t len = 0;
+	int fd = connect_ctl(mountpoint), r = 0;
+
+	if (fd < 0)
+		return fd;
+	if (send(fd, "watch\n", 6, MSG_NOSIGNAL) != 6) {
+		r = -errno;
+		goto out;
+	}
+	for (;;) {
+		ssize_t n = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+		char *nl;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != ECONNRESET) {
+			r = -errno;
+			break;
+		}
+		if (n <= 0)
+			break; /* the daemon is gone */
+		len += (size_t)n;
+		buf[len] = '\0';
+		while ((nl = strchr(buf, '\n')) != NULL) {
+			*nl = '\0';
+			r = on_line(buf, ud);
+			len -= (size_t)(nl + 1 - buf);
+			memmove(buf, nl + 1, len + 1);
+			if (r)
+				goto out;
+		}
+		if (len == sizeof(buf) - 1)
+			len = 0; /* a line longer than any status: drop it */
+	}
+out:
+	close(fd);
+	return r;
 }

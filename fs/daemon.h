@@ -69,6 +69,16 @@ void control_stop(struct control *ctl);
  * -ECONNREFUSED when no daemon serves the mount point. */
 int control_request(const char *mountpoint, const char *cmd, char *buf,
 		    size_t bufsz);
+/* Now, as RFC 3339 UTC with milliseconds (the watch lines' "time"); buf
+ * of 64 bytes. */
+void control_time_now(char *buf, size_t sz);
+
+/* Client side: watch the mount's state.  on_line gets each status line
+ * (without its newline) as the daemon pushes it; a non-zero return stops
+ * the watch and is returned.  0 once the daemon is gone (EOF), -ENOENT or
+ * -ECONNREFUSED when no daemon serves the mount point. */
+int control_watch(const char *mountpoint, int (*on_line)(const char *, void *),
+		  void *ud);
 /* Client side: ask for umount and wait until the daemon closed its end
  * (it exits after teardown), at most timeout_ms. */
 int control_umount(const char *mountpoint, int timeout_ms);

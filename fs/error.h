@@ -16,6 +16,7 @@ enum {
 	EXIT_OK = 0,
 	EXIT_FAIL = 1,
 	EXIT_UNFENCED = 3,  /* revoked, but the holder was not fenced in time */
+	EXIT_GONE = 4,      /* watch: the mount went away (umount, daemon killed) */
 	EXIT_USAGE = 64,
 	EXIT_BUSY = 75,
 };
