@@ -42,6 +42,7 @@ static const char usage_text[] =
 	"       leasefs status MOUNTPOINT [--json]\n"
 	"       leasefs umount MOUNTPOINT\n"
 	"       leasefs watch MOUNTPOINT\n"
+	"       leasefs ROOT MOUNTPOINT -o OPT[,OPT...]   (mount(8), fstab)\n"
 	"       leasefs lease list [--leases=URI]\n"
 	"       leasefs lease show NAME [--leases=URI]\n"
 	"       leasefs lease revoke NAME [--leases=URI] [--timeout=SECONDS]\n";
@@ -576,6 +577,83 @@ static int cmd_lease(int argc, char **argv)
 	return r > 0 ? EXIT_UNFENCED : lfs_exit_code(r, &err);
 }
 
+/* leasefs's own keys inside -o (the mount(8)/fstab form). */
+static const char *const own_keys[] = {
+	"leases", "placement", "session", "wait", "ttl", NULL,
+};
+
+/* "key=value" with one of own_keys: the key's length, else 0. */
+static size_t own_key(const char *opt)
+{
+	const char *eq = strchr(opt, '=');
+
+	for (size_t i = 0; eq && own_keys[i]; i++)
+		if ((size_t)(eq - opt) == strlen(own_keys[i]) &&
+		    strncmp(opt, own_keys[i], (size_t)(eq - opt)) == 0)
+			return (size_t)(eq - opt);
+	return 0;
+}
+
+/*
+ * The form mount(8) uses through mount.fuse3 (fstab, mount -t fuse.leasefs):
+ *   leasefs ROOT MOUNTPOINT -o OPT[,OPT...] ...
+ * turned into `leasefs mount --KEY=VALUE... -o OTHER ROOT MOUNTPOINT`, so
+ * that one parser checks both forms.  Inside -o, ',' separates options, so
+ * several etcd endpoints are written with '+' (leases=etcd://a:1+b:2).
+ */
+static int cmd_mount_fstab(int argc, char **argv)
+{
+	char **av = calloc((size_t)argc * 2 + 4, sizeof(*av));
+	int n = 0, r = EXIT_USAGE, nfree = 0;
+	char *frees[64];
+
+	if (!av)
+		return EXIT_FAIL;
+	av[n++] = "mount";
+	for (int i = 3; i < argc; i++) {
+		char *copy, *save = NULL;
+
+		if (strcmp(argv[i], "-o") != 0 || i + 1 >= argc) {
+			fprintf(stderr, "leasefs: '%s': after ROOT MOUNTPOINT only "
+				"-o OPTIONS may follow\n", argv[i]);
+			goto out;
+		}
+		if (nfree >= 60 || !(copy = strdup(argv[++i]))) {
+			r = EXIT_FAIL;
+			goto out;
+		}
+		frees[nfree++] = copy;
+		for (char *o = strtok_r(copy, ",", &save); o;
+		     o = strtok_r(NULL, ",", &save)) {
+			char *arg;
+
+			if (!own_key(o)) {
+				av[n++] = "-o";
+				av[n++] = o;
+				continue;
+			}
+			if (nfree >= 60 || asprintf(&arg, "--%s", o) < 0) {
+				r = EXIT_FAIL;
+				goto out;
+			}
+			frees[nfree++] = arg;
+			if (strncmp(o, "leases=", 7) == 0)
+				for (char *p = arg; *p; p++)
+					if (*p == '+')
+						*p = ',';
+			av[n++] = arg;
+		}
+	}
+	av[n++] = argv[1];
+	av[n++] = argv[2];
+	r = cmd_mount(n, av);
+out:
+	while (nfree > 0)
+		free(frees[--nfree]);
+	free(av);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && strcmp(argv[1], "mount") == 0)
@@ -588,6 +666,8 @@ int main(int argc, char **argv)
 		return cmd_watch(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "lease") == 0)
 		return cmd_lease(argc - 1, argv + 1);
+	if (argc >= 3 && argv[1][0] != '-')
+		return cmd_mount_fstab(argc, argv);
 	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 ||
 			  strcmp(argv[1], "-h") == 0)) {
 		fputs(usage_text, stdout);

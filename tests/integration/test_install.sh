@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# `meson install` puts exactly the binary, leasefs(8) and the systemd
+# template in place; the man page lints clean and documents every command,
+# option and variable; the unit verifies; and the installed tree mounts
+# through mount(8) and fstab (mount.fuse3), with `umount` giving the
+# ordered release.  The installed tree is bound over /usr/local inside a
+# private mount namespace (unshare -m), so the host is untouched.
+. "$(dirname "$0")/lib.sh"
+
+BUILDDIR=$(dirname "$LEASEFS")
+D=$T/dest
+meson install -C "$BUILDDIR" --destdir "$D" --no-rebuild --quiet >/dev/null
+files=$(cd "$D" && find . -type f | sort | tr '\n' ' ')
+want="./usr/local/bin/leasefs ./usr/local/lib/systemd/system/leasefs@.service ./usr/local/share/man/man8/leasefs.8 "
+[ "$files" = "$want" ] || fail "installed: $files"
+ok "installed exactly: $files"
+
+MAN=$D/usr/local/share/man/man8/leasefs.8
+out=$(mandoc -T lint -W warning "$MAN" 2>&1) || fail "mandoc lint: $out"
+[ -z "$out" ] || fail "mandoc lint: $out"
+text=$(MANWIDTH=100 man -l "$MAN" 2>/dev/null)
+for w in "leasefs mount" "leasefs status" "leasefs watch" "leasefs umount" \
+	 "lease list" "lease show" "lease revoke" --placement --leases --session \
+	 --wait --ttl --json --timeout " -o " " -f" " -d" LEASEFS_LEASES \
+	 LEASEFS_ETCD_CA LEASEFS_ETCD_CERT LEASEFS_ETCD_KEY LEASEFS_INODE_FDS \
+	 "EXIT STATUS" FILES fstab "fuse.leasefs" 75 64; do
+	grep -qF -- "$w" <<<"$text" || fail "leasefs(8) does not mention $w"
+done
+ok "leasefs(8) renders, lints clean, names every command, option and variable"
+
+UNIT=$D/usr/local/lib/systemd/system/leasefs@.service
+# The check below can fail: a broken copy of the unit does not verify.
+sed 's/^Type=forking/Type=forkd/' "$UNIT" >"$T/broken@.service"
+if out=$(systemd-analyze verify "$T/broken@.service" 2>&1) && [ -z "$out" ]; then
+	fail "systemd-analyze verify accepts a broken unit"
+fi
+
+R=$T/root M=$T/mnt L=$T/leases
+mkdir -p "$R" "$M"
+MOUNTS+=("$M")
+at_exit "[ -s '$T/pids' ] && xargs -r kill -9 < '$T/pids'"
+printf '%s %s fuse.leasefs leases=file:%s,noauto 0 0\n' "$R" "$M" "$L" >"$T/fstab"
+export R M L T
+unshare -m --propagation private bash -euo pipefail -c '
+	mount --bind "$T/dest/usr/local" /usr/local
+	fail() { echo "FAIL: $*" >&2; exit 1; }
+	for unit in /usr/local/lib/systemd/system/leasefs@.service leasefs@ws.service; do
+		out=$(SYSTEMD_UNIT_PATH=/usr/local/lib/systemd/system: \
+		      systemd-analyze verify "$unit" 2>&1) || fail "verify $unit: $out"
+		[ -z "$out" ] || fail "verify $unit: $out"
+	done
+	echo "ok: systemd-analyze verify: template and instance clean"
+	lease_state() { /usr/local/bin/leasefs lease show --leases="file:$L" "$1" |
+			awk "/^state:/ { print \$2 }"; }
+	for how in mount8 fstab; do
+		if [ $how = mount8 ]; then
+			mount -t fuse.leasefs -o "leases=file:$L,placement=exclusive" "$R" "$M"
+		else
+			mount -T "$T/fstab" "$M"
+		fi
+		st=$(/usr/local/bin/leasefs status "$M" --json)
+		python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d[\"state\"]==\"held\" and d[\"backend\"]==\"file:$L\", d" "$st" ||
+			fail "$how: status $st"
+		pid=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])[\"pid\"])" "$st")
+		echo "$pid" >>"$T/pids"
+		lease=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])[\"lease\"])" "$st")
+		echo "$how" > "$M/via"
+		[ "$(cat "$R/via")" = "$how" ] || fail "$how: write did not reach ROOT"
+		grep -q " $M fuse.leasefs .*nosuid,nodev" /proc/mounts || fail "$how: flags"
+		exec {pfd}< <(python3 -c "
+import os, select, sys
+fd = os.pidfd_open(int(sys.argv[1]))
+print(\"ready\", flush=True)
+sys.exit(0 if select.select([fd], [], [], 20)[0] else 1)" "$pid"; echo "exit $?")
+		read -r line <&$pfd   # the pidfd is open: the exit cannot be missed
+		umount "$M"
+		read -r line <&$pfd
+		[ "$line" = "exit 0" ] || fail "$how: daemon still running 20 s after umount"
+		[ "$(lease_state "$lease")" = free ] || fail "$how: root lease not released"
+		echo "ok: $how: mounted through mount.fuse3, umount released the root"
+	done
+'
+echo PASS
