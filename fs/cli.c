@@ -38,10 +38,12 @@
 static const char usage_text[] =
 	"usage: leasefs mount [--placement=exclusive|session|shared] [--leases=URI]\n"
 	"                     [--session=UUID] [--wait=SECONDS] [--ttl=SECONDS]\n"
+	"                     [--metrics-dir=DIR]\n"
 	"                     [-o OPT] [-f] [-d] ROOT MOUNTPOINT\n"
 	"       leasefs status MOUNTPOINT [--json]\n"
 	"       leasefs umount MOUNTPOINT\n"
 	"       leasefs watch MOUNTPOINT\n"
+	"       leasefs metrics MOUNTPOINT\n"
 	"       leasefs ROOT MOUNTPOINT -o OPT[,OPT...]   (mount(8), fstab)\n"
 	"       leasefs lease list [--leases=URI]\n"
 	"       leasefs lease show NAME [--leases=URI]\n"
@@ -136,6 +138,7 @@ static int add_fuse_opt(struct mount_opts *o, const char *arg,
 }
 
 enum { OPT_PLACEMENT = 256, OPT_LEASES, OPT_SESSION, OPT_WAIT, OPT_TTL,
+       OPT_METRICS_DIR,
        OPT_JSON };
 
 static const struct option mount_longopts[] = {
@@ -144,6 +147,7 @@ static const struct option mount_longopts[] = {
 	{ "session", required_argument, NULL, OPT_SESSION },
 	{ "wait", required_argument, NULL, OPT_WAIT },
 	{ "ttl", required_argument, NULL, OPT_TTL },
+	{ "metrics-dir", required_argument, NULL, OPT_METRICS_DIR },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 }
 };
@@ -173,6 +177,16 @@ static int parse_mount_opt(struct mount_opts *o, int c, struct lfs_err *err)
 			return usage_error(err, "bad --ttl '%s' (expected seconds >= 1)",
 					   optarg);
 		return 0;
+	case OPT_METRICS_DIR: {
+		struct stat st;
+
+		if (stat(optarg, &st) < 0 || !S_ISDIR(st.st_mode) ||
+		    optarg[0] != '/')
+			return usage_error(err, "bad --metrics-dir '%s' (expected "
+					   "an existing absolute directory)", optarg);
+		o->metrics_dir = optarg;
+		return 0;
+	}
 	case 'o': return add_fuse_opt(o, optarg, err);
 	case 'f': o->foreground = true; return 0;
 	case 'd': o->debug = o->foreground = true; return 0;
@@ -456,6 +470,29 @@ static int cmd_watch(int argc, char **argv)
 	return EXIT_GONE;
 }
 
+/* leasefs metrics MOUNTPOINT: the Prometheus text exposition. */
+static int cmd_metrics(int argc, char **argv)
+{
+	static char buf[1 << 16];
+	char mnt[PATH_MAX];
+	int r;
+
+	if (argc != 2) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	r = canonical_mountpoint(argv[1], mnt);
+	if (r == 0)
+		r = control_request(mnt, "metrics", buf, sizeof(buf));
+	if (r < 0) {
+		fprintf(stderr, "leasefs: no leasefs daemon serves %s: %s\n",
+			argv[1], strerror(-r));
+		return EXIT_FAIL;
+	}
+	fputs(buf, stdout);
+	return EXIT_OK;
+}
+
 static int cmd_umount(int argc, char **argv)
 {
 	char mnt[PATH_MAX];
@@ -579,7 +616,7 @@ static int cmd_lease(int argc, char **argv)
 
 /* leasefs's own keys inside -o (the mount(8)/fstab form). */
 static const char *const own_keys[] = {
-	"leases", "placement", "session", "wait", "ttl", NULL,
+	"leases", "placement", "session", "wait", "ttl", "metrics-dir", NULL,
 };
 
 /* "key=value" with one of own_keys: the key's length, else 0. */
@@ -664,6 +701,8 @@ int main(int argc, char **argv)
 		return cmd_umount(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "watch") == 0)
 		return cmd_watch(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "metrics") == 0)
+		return cmd_metrics(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "lease") == 0)
 		return cmd_lease(argc - 1, argv + 1);
 	if (argc >= 3 && argv[1][0] != '-')

@@ -16,6 +16,8 @@
  * other, and a client that hangs up never raises SIGPIPE (MSG_NOSIGNAL).
  */
 #include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -32,10 +34,13 @@
 #include <json-c/json.h>
 
 #include "daemon.h"
+#include "gate.h"
 
 #define CTL_DIR LEASEFS_RUN_DIR "/ctl"
 #define MAX_WAITERS 16
 #define MAX_WATCHERS 64
+/* The metrics textfile is rewritten on every state change and this often. */
+#define METRICS_PERIOD_MS 15000
 #define MAX_CLIENTS 32
 #define CLIENT_TIMEOUT_MS 2000
 
@@ -49,6 +54,7 @@ struct control {
 	int waiters[MAX_WAITERS];
 	int nwaiters;
 	int watchers[MAX_WATCHERS];  /* -1: free slot */
+	int64_t metrics_next;        /* next periodic textfile write */
 	const char *last_state;      /* the state last pushed to watchers */
 	struct client {
 		int fd;            /* -1: free slot */
@@ -155,6 +161,145 @@ static void write_status(const struct daemon_info *in, FILE *f)
 	write_status_ext(in, f, false);
 }
 
+/* A Prometheus label value: backslash, double quote and newline escaped. */
+static void label_value(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fputc('\\', f);
+		if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+static void metric_head(FILE *f, const char *name, const char *type,
+			const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* name{mountpoint="...",extra} */
+static void metric_labels(FILE *f, const char *name,
+			  const struct daemon_info *in, const char *extra)
+{
+	fprintf(f, "%s{mountpoint=\"", name);
+	label_value(f, in->mountpoint);
+	fprintf(f, "\"%s%s}", extra ? "," : "", extra ? extra : "");
+}
+
+static void metric_lease(const struct daemon_info *in, FILE *f)
+{
+	struct coord *c = in->coord;
+	bool lost = coord_loss_reason(c) != LEASE_LOSS_NONE;
+	uint64_t epoch = coord_root_epoch(c) ? coord_root_epoch(c)
+					     : coord_session_epoch(c);
+	int64_t until = coord_safe_until(c);
+
+	metric_head(f, "leasefs_lease_held", "gauge",
+		    "1 while the mount holds its lease, 0 once it is lost.");
+	metric_labels(f, "leasefs_lease_held", in, NULL);
+	fprintf(f, " %d\n", !lost && coord_state(c) == COORD_HELD);
+	metric_head(f, "leasefs_lease_epoch", "gauge",
+		    "Epoch of the mount's gating lease (root, else session).");
+	metric_labels(f, "leasefs_lease_epoch", in, NULL);
+	fprintf(f, " %" PRIu64 "\n", epoch);
+	metric_head(f, "leasefs_lease_losses_total", "counter",
+		    "Leases this mount lost (revoked, expired, taken over).");
+	metric_labels(f, "leasefs_lease_losses_total", in, NULL);
+	fprintf(f, " %d\n", lost);
+	if (until) {
+		struct timespec rt;
+		int64_t now = lease_now_ns();
+
+		clock_gettime(CLOCK_REALTIME, &rt);
+		metric_head(f, "leasefs_lease_valid_until_seconds", "gauge",
+			    "Unix time until which a TTL lease is known valid "
+			    "(its safe-until).");
+		metric_labels(f, "leasefs_lease_valid_until_seconds", in, NULL);
+		fprintf(f, " %.3f\n", (double)rt.tv_sec + rt.tv_nsec / 1e9 +
+			(double)(until - now) / 1e9);
+	}
+}
+
+static void metric_ops(const struct daemon_info *in, FILE *f)
+{
+	char lbl[64];
+
+	metric_head(f, "leasefs_requests_total", "counter",
+		    "FUSE requests, by operation.");
+	for (size_t i = 0; i < gate_nops(); i++) {
+		snprintf(lbl, sizeof(lbl), "op=\"%s\"", gate_op_name(i));
+		metric_labels(f, "leasefs_requests_total", in, lbl);
+		fprintf(f, " %" PRIu64 "\n", gate_requests(in->gate, i));
+	}
+	metric_head(f, "leasefs_mutations_refused_total", "counter",
+		    "Mutations answered EROFS after loss, by operation.");
+	for (size_t i = 0; i < gate_nops(); i++) {
+		if (!gate_op_mutating(i))
+			continue;
+		snprintf(lbl, sizeof(lbl), "op=\"%s\"", gate_op_name(i));
+		metric_labels(f, "leasefs_mutations_refused_total", in, lbl);
+		fprintf(f, " %" PRIu64 "\n", gate_refused(in->gate, i));
+	}
+	metric_head(f, "leasefs_mutations_in_flight", "gauge",
+		    "Mutations admitted and not yet finished.");
+	metric_labels(f, "leasefs_mutations_in_flight", in, NULL);
+	fprintf(f, " %ld\n", coord_inflight(in->coord));
+}
+
+char *control_metrics_text(const struct daemon_info *in)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	metric_lease(in, f);
+	metric_ops(in, f);
+	metric_head(f, "leasefs_build_info", "gauge", "The leasefs build.");
+	fprintf(f, "leasefs_build_info{version=\"%s\"} 1\n", LEASEFS_VERSION);
+	fclose(f);
+	return buf;
+}
+
+/* The textfile for node_exporter: DIR/leasefs-<hash of mount point>.prom,
+ * written whole (temp file, rename). */
+static int metrics_path(const struct control *ctl, char *out, size_t sz,
+			const char *sfx)
+{
+	const char *hash = strrchr(ctl->path, '/') + 1; /* <hash>.sock */
+
+	return snprintf(out, sz, "%s/leasefs-%.*s.prom%s",
+			ctl->info.metrics_dir, 64, hash, sfx) < (int)sz ? 0
+								: -ENAMETOOLONG;
+}
+
+static void metrics_write(struct control *ctl)
+{
+	char tmp[PATH_MAX], dst[PATH_MAX], *text;
+	int fd;
+
+	if (!ctl->info.metrics_dir || metrics_path(ctl, tmp, sizeof(tmp), ".tmp") ||
+	    metrics_path(ctl, dst, sizeof(dst), ""))
+		return;
+	text = control_metrics_text(&ctl->info);
+	fd = text ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+			 O_NOFOLLOW, 0644) : -1;
+	if (fd >= 0) {
+		bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+
+		if (close(fd) == 0 && ok)
+			rename(tmp, dst);
+		else
+			unlink(tmp);
+	}
+	free(text);
+	ctl->metrics_next = lease_deadline_ms(METRICS_PERIOD_MS);
+}
+
 /* The status line as a malloc'ed string. */
 static char *status_line(const struct daemon_info *in, bool for_watch)
 {
@@ -185,6 +330,8 @@ static void watchers_push(struct control *ctl)
 	if (ctl->last_state == st)
 		return;
 	ctl->last_state = st;
+	/* The textfile first: a watcher that sees the change finds it there. */
+	metrics_write(ctl);
 	line = status_line(&ctl->info, true);
 	for (int i = 0; line && i < MAX_WATCHERS; i++) {
 		size_t n = strlen(line);
@@ -236,6 +383,13 @@ static bool serve(struct control *ctl, int fd, char *line)
 	}
 	if (strcmp(line, "watch") == 0)
 		return watcher_add(ctl, fd);
+	if (strcmp(line, "metrics") == 0) {
+		buf = control_metrics_text(&ctl->info);
+		if (buf)
+			reply(fd, buf);
+		free(buf);
+		return false;
+	}
 	if (strcmp(line, "umount") == 0) {
 		/* Past MAX_WAITERS a caller is answered but not kept: it
 		 * returns before the daemon's end (bounded table, no realloc). */
@@ -325,6 +479,20 @@ static int clients_expire(struct control *ctl)
 	return next < 0 ? -1 : (int)((next - now) / 1000000 + 1);
 }
 
+/* Until the next client deadline or periodic textfile write. */
+static int poll_timeout(struct control *ctl)
+{
+	int t = clients_expire(ctl);
+	int64_t left;
+
+	if (!ctl->info.metrics_dir)
+		return t;
+	left = (ctl->metrics_next - lease_now_ns()) / 1000000 + 1;
+	if (left < 0)
+		left = 0;
+	return t < 0 || left < t ? (int)left : t;
+}
+
 /* The coordinator's state moved: take the event, tell the watchers. */
 static void state_event(struct control *ctl, int fd)
 {
@@ -348,8 +516,9 @@ static void *control_thread(void *p)
 	struct pollfd pfd[3 + MAX_CLIENTS + MAX_WATCHERS];
 	const int W = 3 + MAX_CLIENTS;
 
+	metrics_write(ctl);
 	for (;;) {
-		int timeout = clients_expire(ctl), n = 3;
+		int timeout = poll_timeout(ctl), n = 3;
 
 		pfd[0] = (struct pollfd){ .fd = ctl->listen_fd, .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = ctl->stop_fd, .events = POLLIN };
@@ -368,6 +537,8 @@ static void *control_thread(void *p)
 		}
 		if (pfd[1].revents)
 			break;
+		if (ctl->info.metrics_dir && lease_deadline_passed(ctl->metrics_next))
+			metrics_write(ctl);
 		if (pfd[2].revents & POLLIN)
 			state_event(ctl, pfd[2].fd);
 		for (int i = 0; i < MAX_WATCHERS; i++)
@@ -484,6 +655,13 @@ void control_stop(struct control *ctl)
 		perror("leasefs: control: stop");
 	pthread_join(ctl->thread, NULL);
 	unlink(ctl->path);
+	if (ctl->info.metrics_dir) {
+		char p[PATH_MAX];
+
+		/* A mount that is gone reports nothing. */
+		if (metrics_path(ctl, p, sizeof(p), "") == 0)
+			unlink(p);
+	}
 	close(ctl->listen_fd);
 	close(ctl->stop_fd);
 	/* The umount waiters and the watchers stay open on purpose: the

@@ -494,6 +494,8 @@ static int start_services(struct daemon *d, struct lfs_err *err)
 {
 	struct daemon_info info = {
 		.coord = d->coord,
+		.gate = d->gate,
+		.metrics_dir = d->opts->metrics_dir,
 		.backend = d->opts->leases,
 		.mountpoint = d->opts->mountpoint,
 		.on_umount = on_umount,

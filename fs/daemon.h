@@ -20,6 +20,7 @@ struct mount_opts {
 	double wait_s;
 	double ttl_s;
 	char *fuse_opts;     /* comma-joined -o options, each allowed */
+	const char *metrics_dir; /* --metrics-dir */
 	bool foreground;
 	bool debug;
 	const char *root;
@@ -53,8 +54,11 @@ int hostlock_take(const char *root, const char *lease_name, uint64_t epoch,
 int control_path(const char *mountpoint, char *out, size_t outsz);
 
 struct control;
+struct gate;
 struct daemon_info {
 	struct coord *coord;
+	struct gate *gate;        /* request counters */
+	const char *metrics_dir;  /* NULL: no textfile */
 	const char *backend;      /* store URI */
 	const char *mountpoint;
 	/* Called (from the control thread) on "umount". */
@@ -64,6 +68,9 @@ struct daemon_info {
 /* Listen on control_path(info->mountpoint) and serve from a thread. */
 int control_start(const struct daemon_info *info, struct control **out);
 void control_stop(struct control *ctl);
+
+/* The Prometheus text exposition of a mount's metrics, malloc'ed. */
+char *control_metrics_text(const struct daemon_info *info);
 
 /* Client side: send `cmd`, read the whole reply into buf.  -ENOENT or
  * -ECONNREFUSED when no daemon serves the mount point. */

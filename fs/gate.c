@@ -8,14 +8,93 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "gate.h"
+
+enum gate_op {
+	GOP_lookup,
+	GOP_forget,
+	GOP_forget_multi,
+	GOP_getattr,
+	GOP_setattr,
+	GOP_readlink,
+	GOP_mknod,
+	GOP_mkdir,
+	GOP_symlink,
+	GOP_link,
+	GOP_unlink,
+	GOP_rmdir,
+	GOP_rename,
+	GOP_create,
+	GOP_open,
+	GOP_read,
+	GOP_write,
+	GOP_write_buf,
+	GOP_flush,
+	GOP_release,
+	GOP_fsync,
+	GOP_fallocate,
+	GOP_copy_file_range,
+	GOP_lseek,
+	GOP_opendir,
+	GOP_readdir,
+	GOP_readdirplus,
+	GOP_releasedir,
+	GOP_fsyncdir,
+	GOP_statfs,
+	GOP_setxattr,
+	GOP_getxattr,
+	GOP_listxattr,
+	GOP_removexattr,
+	GOP_COUNT,
+};
+
+static const char *const op_names[GOP_COUNT] = {
+	[GOP_lookup] = "lookup",
+	[GOP_forget] = "forget",
+	[GOP_forget_multi] = "forget_multi",
+	[GOP_getattr] = "getattr",
+	[GOP_setattr] = "setattr",
+	[GOP_readlink] = "readlink",
+	[GOP_mknod] = "mknod",
+	[GOP_mkdir] = "mkdir",
+	[GOP_symlink] = "symlink",
+	[GOP_link] = "link",
+	[GOP_unlink] = "unlink",
+	[GOP_rmdir] = "rmdir",
+	[GOP_rename] = "rename",
+	[GOP_create] = "create",
+	[GOP_open] = "open",
+	[GOP_read] = "read",
+	[GOP_write] = "write",
+	[GOP_write_buf] = "write_buf",
+	[GOP_flush] = "flush",
+	[GOP_release] = "release",
+	[GOP_fsync] = "fsync",
+	[GOP_fallocate] = "fallocate",
+	[GOP_copy_file_range] = "copy_file_range",
+	[GOP_lseek] = "lseek",
+	[GOP_opendir] = "opendir",
+	[GOP_readdir] = "readdir",
+	[GOP_readdirplus] = "readdirplus",
+	[GOP_releasedir] = "releasedir",
+	[GOP_fsyncdir] = "fsyncdir",
+	[GOP_statfs] = "statfs",
+	[GOP_setxattr] = "setxattr",
+	[GOP_getxattr] = "getxattr",
+	[GOP_listxattr] = "listxattr",
+	[GOP_removexattr] = "removexattr",
+};
 
 struct gate {
 	struct coord *coord;
 	struct fuse_lowlevel_ops inner;
 	struct fuse_lowlevel_ops ops;
+	/* Counters, relaxed atomics: exact totals, no ordering needed. */
+	_Atomic uint64_t requests[GOP_COUNT];
+	_Atomic uint64_t refused[GOP_COUNT];
 };
 
 static struct gate *gate_of(fuse_req_t req)
@@ -23,15 +102,22 @@ static struct gate *gate_of(fuse_req_t req)
 	return ((struct lfs_session *)fuse_req_userdata(req))->gate;
 }
 
-/* Admission for `req`; NULL means EROFS was already replied.  Lost
- * (-ENOLINK), shutting down (-ESHUTDOWN) or any other refusal: the mount
- * is read-only from here on. */
-static struct gate *admit(fuse_req_t req)
+static void bump(_Atomic uint64_t *c)
+{
+	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+/* Admission for `req` (operation `op`); NULL means EROFS was already
+ * replied.  Lost (-ENOLINK), shutting down (-ESHUTDOWN) or any other
+ * refusal: the mount is read-only from here on. */
+static struct gate *admit(fuse_req_t req, enum gate_op op)
 {
 	struct gate *g = gate_of(req);
 
+	bump(&g->requests[op]);
 	if (coord_enter(g->coord) == 0)
 		return g;
+	bump(&g->refused[op]);
 	fuse_reply_err(req, EROFS);
 	return NULL;
 }
@@ -43,7 +129,7 @@ static struct gate *admit(fuse_req_t req)
 #define GATED(op, params, args)                         \
 	static void g_##op params                       \
 	{                                               \
-		struct gate *g = admit(req);            \
+		struct gate *g = admit(req, GOP_##op);  \
                                                         \
 		if (!g)                                 \
 			return;                         \
@@ -97,6 +183,55 @@ GATED(copy_file_range, (fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			size_t len, int flags),
       (req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len, flags))
 
+/*
+ * A counted entry: not gated, only counted, then the inner op.
+ */
+#define COUNTED(op, params, args)                       \
+	static void g_##op params                       \
+	{                                               \
+		struct gate *g = gate_of(req);          \
+                                                        \
+		bump(&g->requests[GOP_##op]);          \
+		g->inner.op args;                       \
+	}
+
+COUNTED(lookup, (fuse_req_t req, fuse_ino_t parent, const char *name),
+	(req, parent, name))
+COUNTED(forget, (fuse_req_t req, fuse_ino_t ino, uint64_t nlookup),
+	(req, ino, nlookup))
+COUNTED(forget_multi, (fuse_req_t req, size_t count, struct fuse_forget_data *forgets),
+	(req, count, forgets))
+COUNTED(getattr, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+	(req, ino, fi))
+COUNTED(readlink, (fuse_req_t req, fuse_ino_t ino),
+	(req, ino))
+COUNTED(read, (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
+	(req, ino, size, off, fi))
+COUNTED(flush, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+	(req, ino, fi))
+COUNTED(release, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+	(req, ino, fi))
+COUNTED(fsync, (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
+	(req, ino, datasync, fi))
+COUNTED(lseek, (fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi),
+	(req, ino, off, whence, fi))
+COUNTED(opendir, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+	(req, ino, fi))
+COUNTED(readdir, (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
+	(req, ino, size, off, fi))
+COUNTED(readdirplus, (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
+	(req, ino, size, off, fi))
+COUNTED(releasedir, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+	(req, ino, fi))
+COUNTED(fsyncdir, (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
+	(req, ino, datasync, fi))
+COUNTED(statfs, (fuse_req_t req, fuse_ino_t ino),
+	(req, ino))
+COUNTED(getxattr, (fuse_req_t req, fuse_ino_t ino, const char *name, size_t size),
+	(req, ino, name, size))
+COUNTED(listxattr, (fuse_req_t req, fuse_ino_t ino, size_t size),
+	(req, ino, size))
+
 /* Only opens that can write (write access or O_TRUNC) are gated. */
 static void g_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -105,10 +240,12 @@ static void g_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct gate *g;
 
 	if (!mutating) {
-		gate_of(req)->inner.open(req, ino, fi);
+		g = gate_of(req);
+		bump(&g->requests[GOP_open]);
+		g->inner.open(req, ino, fi);
 		return;
 	}
-	g = admit(req);
+	g = admit(req, GOP_open);
 	if (!g)
 		return;
 	g->inner.open(req, ino, fi);
@@ -147,6 +284,24 @@ int gate_new(struct coord *coord, const struct fuse_lowlevel_ops *inner,
 	GATE(fallocate);
 	GATE(copy_file_range);
 	GATE(open);
+	GATE(lookup);
+	GATE(forget);
+	GATE(forget_multi);
+	GATE(getattr);
+	GATE(readlink);
+	GATE(read);
+	GATE(flush);
+	GATE(release);
+	GATE(fsync);
+	GATE(lseek);
+	GATE(opendir);
+	GATE(readdir);
+	GATE(readdirplus);
+	GATE(releasedir);
+	GATE(fsyncdir);
+	GATE(statfs);
+	GATE(getxattr);
+	GATE(listxattr);
 	*out = g;
 	return 0;
 }
@@ -154,6 +309,53 @@ int gate_new(struct coord *coord, const struct fuse_lowlevel_ops *inner,
 const struct fuse_lowlevel_ops *gate_ops(const struct gate *g)
 {
 	return &g->ops;
+}
+
+size_t gate_nops(void)
+{
+	return GOP_COUNT;
+}
+
+const char *gate_op_name(size_t op)
+{
+	return op < GOP_COUNT ? op_names[op] : NULL;
+}
+
+bool gate_op_mutating(size_t op)
+{
+	switch (op) {
+	case GOP_write:
+	case GOP_write_buf:
+	case GOP_create:
+	case GOP_mknod:
+	case GOP_mkdir:
+	case GOP_symlink:
+	case GOP_link:
+	case GOP_unlink:
+	case GOP_rmdir:
+	case GOP_rename:
+	case GOP_setattr:
+	case GOP_setxattr:
+	case GOP_removexattr:
+	case GOP_fallocate:
+	case GOP_copy_file_range:
+	case GOP_open:
+		return true;
+	default:
+		return false;
+	}
+}
+
+uint64_t gate_requests(const struct gate *g, size_t op)
+{
+	return op < GOP_COUNT ? atomic_load_explicit(&g->requests[op],
+						      memory_order_relaxed) : 0;
+}
+
+uint64_t gate_refused(const struct gate *g, size_t op)
+{
+	return op < GOP_COUNT ? atomic_load_explicit(&g->refused[op],
+						      memory_order_relaxed) : 0;
 }
 
 void gate_free(struct gate *g)

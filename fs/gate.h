@@ -12,7 +12,8 @@
  * rmdir, rename, setattr, setxattr, removexattr, fallocate,
  * copy_file_range (its destination), and open with write access or
  * O_TRUNC.  Everything else (lookups, reads, read-only opens, flush, fsync,
- * release, locks, xattr reads, statfs) is the inner operation itself.
+ * release, locks, xattr reads, statfs) runs the inner operation, only
+ * counted.
  *
  * The wrappers find their gate through the session's userdata, a
  * struct lfs_session (fs.h).  A process may have any number of gates.
@@ -31,6 +32,17 @@ int gate_new(struct coord *coord, const struct fuse_lowlevel_ops *inner,
 	     struct gate **out);
 /* The gated table; valid for the gate's life. */
 const struct fuse_lowlevel_ops *gate_ops(const struct gate *g);
+
+/*
+ * Counters, by operation 0 .. gate_nops()-1: every request that came
+ * through the gate (each entry of the inner table is wrapped and counted,
+ * one relaxed atomic add), and the mutations it refused with EROFS.
+ */
+size_t gate_nops(void);
+const char *gate_op_name(size_t op);
+bool gate_op_mutating(size_t op);   /* may be refused */
+uint64_t gate_requests(const struct gate *g, size_t op);
+uint64_t gate_refused(const struct gate *g, size_t op);
 void gate_free(struct gate *g);
 
 #endif

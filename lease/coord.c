@@ -771,6 +771,21 @@ int coord_state_fd(const struct coord *c)
 	return c->state_fd;
 }
 
+long coord_inflight(const struct coord *c)
+{
+	return atomic_load(&((struct coord *)c)->inflight);
+}
+
+int64_t coord_safe_until(const struct coord *c)
+{
+	int64_t r = c->root_lease ? lease_safe_until(c->root_lease) : 0;
+	int64_t s = c->session_lease ? lease_safe_until(c->session_lease) : 0;
+
+	if (!r || (s && s < r))
+		return s;
+	return r;
+}
+
 enum coord_placement coord_placement(const struct coord *c)
 {
 	return c->placement;

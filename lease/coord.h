@@ -119,6 +119,11 @@ enum coord_state coord_state(struct coord *c);
 /* Readable (POLLIN) after every state change, until read; owned by the
  * coordinator.  Wait on it, then read coord_state(): a waiter never polls. */
 int coord_state_fd(const struct coord *c);
+/* Admitted mutations not yet finished. */
+long coord_inflight(const struct coord *c);
+/* The gating lease's safe-until (CLOCK_MONOTONIC ns; the earlier of root
+ * and session for TTL stores), 0 when the store fences natively. */
+int64_t coord_safe_until(const struct coord *c);
 enum lease_loss coord_loss_reason(struct coord *c);
 enum coord_placement coord_placement(const struct coord *c);
 const char *coord_root(const struct coord *c);       /* canonical, effective root */

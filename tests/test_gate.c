@@ -338,8 +338,43 @@ static void test_absent_ops_stay_absent(void **state)
 	assert_int_equal(gate_new(f->coord, &inner, &g), 0);
 	assert_null(gate_ops(g)->write_buf);
 	assert_null(gate_ops(g)->open);
-	assert_ptr_equal(gate_ops(g)->lookup, fake_lookup);
+	assert_non_null(gate_ops(g)->lookup);
 	gate_free(g);
+}
+
+static size_t op_index(const char *name)
+{
+	for (size_t i = 0; i < gate_nops(); i++)
+		if (strcmp(gate_op_name(i), name) == 0)
+			return i;
+	fail_msg("no counter for %s", name);
+	return 0;
+}
+
+/* Every request is counted under its operation; refusals too. */
+static void test_counts(void **state)
+{
+	struct fx *f = *state;
+	size_t n = sizeof(table) / sizeof(table[0]);
+	uint64_t total = 0, refused = 0;
+
+	for (size_t i = 0; i < n; i++)
+		invoke(f, &table[i]);
+	lose_root(f);
+	for (size_t i = 0; i < n; i++)
+		invoke(f, &table[i]);
+	for (size_t i = 0; i < gate_nops(); i++) {
+		total += gate_requests(f->gate, i);
+		refused += gate_refused(f->gate, i);
+		if (!gate_op_mutating(i))
+			assert_int_equal(gate_refused(f->gate, i), 0);
+	}
+	assert_int_equal(total, 2 * n);
+	assert_int_equal(refused, 18);
+	assert_int_equal(gate_requests(f->gate, op_index("open")), 8);
+	assert_int_equal(gate_refused(f->gate, op_index("open")), 3);
+	assert_int_equal(gate_refused(f->gate, op_index("rename")), 1);
+	assert_int_equal(gate_requests(f->gate, op_index("lookup")), 2);
 }
 
 int main(void)
@@ -348,6 +383,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_held_everything_passes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_exactly_mutations_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_absent_ops_stay_absent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_counts, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("gate", tests, NULL, NULL);

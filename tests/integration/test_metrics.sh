@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# leasefs metrics and --metrics-dir: the Prometheus text exposition passes
+# `promtool check metrics`, counts what was done, turns to held 0 / losses 1
+# on loss with the refused mutations counted by operation; the textfile is
+# rewritten before a watcher hears of the change, and removed at umount.
+. "$(dirname "$0")/lib.sh"
+
+R=$T/root M=$T/mnt MD=$T/metrics
+mkdir -p "$MD"
+mount_ws "$R" "$M" --metrics-dir="$MD"
+echo data > "$M/f"
+cat "$M/f" >/dev/null
+value() { # FILE METRIC [OP]: the sample's value
+	awk -v m="$2" -v op="${3:-}" '$1 ~ "^"m"[{]" && (op == "" || index($1, "op=\"" op "\"")) { print $2 }' "$1"
+}
+"$LEASEFS" metrics "$M" >"$T/a.prom"
+out=$(promtool check metrics <"$T/a.prom" 2>&1) || fail "promtool: $out"
+[ "$(value "$T/a.prom" leasefs_lease_held)" = 1 ] || fail "held"
+[ "$(value "$T/a.prom" leasefs_lease_epoch)" = "$(status_of "$M" epoch)" ] || fail "epoch"
+[ "$(value "$T/a.prom" leasefs_requests_total create)" -ge 1 ] || fail "create not counted"
+[ "$(value "$T/a.prom" leasefs_requests_total write_buf)" -ge 1 ] || fail "write not counted"
+[ "$(value "$T/a.prom" leasefs_mutations_refused_total write_buf)" = 0 ] || fail "refused while held"
+files=("$MD"/leasefs-*.prom)
+[ ${#files[@]} -eq 1 ] && [ -f "${files[0]}" ] || fail "no textfile in $MD"
+out=$(promtool check metrics <"${files[0]}" 2>&1) || fail "promtool textfile: $out"
+ok "metrics pass promtool; held 1, requests counted; textfile ${files[0]##*/}"
+
+# A file open for writing keeps the superblock writable after the loss
+# (the kernel refuses the read-only remount while it is open), so the
+# mutations below reach the gate instead of being refused by the kernel.
+exec 7>>"$M/f"
+coproc W { "$LEASEFS" watch "$M"; }
+exec {wfd}<&"${W[0]}"   # kept: bash drops W once the watcher exits
+read -r -t 10 line <&$wfd || fail "watcher said nothing"
+"$LEASEFS" lease revoke "$(status_of "$M" lease)" >/dev/null
+read -r -t 10 line <&$wfd || fail "no loss line"
+[ "$(value "${files[0]}" leasefs_lease_held)" = 0 ] || fail "textfile not rewritten by the loss"
+[ "$(value "${files[0]}" leasefs_lease_losses_total)" = 1 ] || fail "textfile losses"
+expect_erofs bash -c "echo more >&7"
+expect_erofs mkdir "$M/d"
+"$LEASEFS" metrics "$M" >"$T/b.prom"
+out=$(promtool check metrics <"$T/b.prom" 2>&1) || fail "promtool after loss: $out"
+[ "$(value "$T/b.prom" leasefs_lease_held)" = 0 ] || fail "held after loss"
+[ "$(value "$T/b.prom" leasefs_mutations_refused_total write_buf)" = 1 ] || fail "refused write not counted"
+[ "$(value "$T/b.prom" leasefs_mutations_refused_total mkdir)" = 1 ] || fail "refused mkdir not counted"
+ok "after loss: held 0, losses 1 in the textfile before the watcher heard; refused write and mkdir counted"
+exec 7>&-
+"$LEASEFS" umount "$M"
+[ ! -e "${files[0]}" ] || fail "textfile left after umount"
+ok "textfile removed at umount"
+echo PASS
