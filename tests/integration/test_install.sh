@@ -21,7 +21,8 @@ out=$(mandoc -T lint -W warning "$MAN" 2>&1) || fail "mandoc lint: $out"
 text=$(MANWIDTH=100 man -l "$MAN" 2>/dev/null)
 for w in "leasefs mount" "leasefs status" "leasefs watch" "leasefs umount" \
 	 "lease list" "lease show" "lease revoke" --placement --leases --session \
-	 --wait --ttl --json --timeout " -o " " -f" " -d" LEASEFS_LEASES \
+	 --wait --ttl --json --timeout --metrics-dir "leasefs metrics" \
+	 leasefs_requests_total " -o " " -f" " -d" LEASEFS_LEASES \
 	 LEASEFS_ETCD_CA LEASEFS_ETCD_CERT LEASEFS_ETCD_KEY LEASEFS_INODE_FDS \
 	 "EXIT STATUS" FILES fstab "fuse.leasefs" 75 64; do
 	grep -qF -- "$w" <<<"$text" || fail "leasefs(8) does not mention $w"
