@@ -56,6 +56,10 @@ R=$T/ra M1=$T/ma1 M2=$T/ma2
 mount_ws "$R" "$M1" --leases="$U" --ttl=$TTL
 case "$(status_of "$M1" backend)" in etcd*) ;; *) false ;; esac || fail "(a) backend is $(status_of "$M1" backend)"
 e1=$(status_of "$M1" epoch)
+# TTL stores report their safe-until: ahead of now by at most the TTL.
+vu=$("$LEASEFS" metrics "$M1" | awk '/^leasefs_lease_valid_until_seconds/ { print $2 }')
+python3 -c 'import sys, time; v = float(sys.argv[1]); n = time.time(); sys.exit(not (n < v <= n + float(sys.argv[2])))' "$vu" "$TTL" ||
+	fail "(a) valid_until $vu not within TTL of now"
 echo first > "$M1/f"
 pid1=$DAEMON_PID
 kill -9 "$pid1"
