@@ -377,6 +377,13 @@ static void print_status_table(const char *json)
 	json_object_put(obj);
 }
 
+static int no_daemon(const char *arg, int r)
+{
+	fprintf(stderr, "leasefs: no leasefs daemon serves %s: %s\n", arg,
+		strerror(-r));
+	return EXIT_FAIL;
+}
+
 static int cmd_status(int argc, char **argv)
 {
 	char mnt[PATH_MAX], buf[8192];
@@ -399,11 +406,8 @@ static int cmd_status(int argc, char **argv)
 	r = canonical_mountpoint(arg, mnt);
 	if (r == 0)
 		r = control_request(mnt, "status", buf, sizeof(buf));
-	if (r < 0) {
-		fprintf(stderr, "leasefs: no leasefs daemon serves %s: %s\n", arg,
-			strerror(-r));
-		return EXIT_FAIL;
-	}
+	if (r < 0)
+		return no_daemon(arg, r);
 	if (json)
 		fputs(buf, stdout);
 	else
@@ -447,23 +451,29 @@ static void print_gone(const char *mnt)
  * daemon pushes them (no polling).  Exit 0 on loss, EXIT_GONE when the
  * mount goes away first (umount, daemon killed).
  */
-static int cmd_watch(int argc, char **argv)
+/* `CMD MOUNTPOINT`: the canonical mount point into mnt; 0, or the exit
+ * code for a usage error (-1: mnt could not be resolved, r set). */
+static int one_mountpoint(int argc, char **argv, char mnt[PATH_MAX], int *r)
 {
-	char mnt[PATH_MAX];
-	int r;
-
 	if (argc != 2) {
 		fputs(usage_text, stderr);
 		return EXIT_USAGE;
 	}
-	r = canonical_mountpoint(argv[1], mnt);
+	*r = canonical_mountpoint(argv[1], mnt);
+	return 0;
+}
+
+static int cmd_watch(int argc, char **argv)
+{
+	char mnt[PATH_MAX];
+	int r = 0, code = one_mountpoint(argc, argv, mnt, &r);
+
+	if (code)
+		return code;
 	if (r == 0)
 		r = control_watch(mnt, watch_line, NULL);
-	if (r < 0) {
-		fprintf(stderr, "leasefs: no leasefs daemon serves %s: %s\n",
-			argv[1], strerror(-r));
-		return EXIT_FAIL;
-	}
+	if (r < 0)
+		return no_daemon(argv[1], r);
 	if (r > 0)
 		return EXIT_OK;
 	print_gone(mnt);
@@ -475,20 +485,14 @@ static int cmd_metrics(int argc, char **argv)
 {
 	static char buf[1 << 16];
 	char mnt[PATH_MAX];
-	int r;
+	int r = 0, code = one_mountpoint(argc, argv, mnt, &r);
 
-	if (argc != 2) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
-	r = canonical_mountpoint(argv[1], mnt);
+	if (code)
+		return code;
 	if (r == 0)
 		r = control_request(mnt, "metrics", buf, sizeof(buf));
-	if (r < 0) {
-		fprintf(stderr, "leasefs: no leasefs daemon serves %s: %s\n",
-			argv[1], strerror(-r));
-		return EXIT_FAIL;
-	}
+	if (r < 0)
+		return no_daemon(argv[1], r);
 	fputs(buf, stdout);
 	return EXIT_OK;
 }
