@@ -286,7 +286,10 @@ static void metrics_write(struct control *ctl)
 	    metrics_path(ctl, dst, sizeof(dst), ""))
 		return;
 	text = control_metrics_text(&ctl->info);
-	fd = text ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+	/* A fresh file of our own, whatever another user left at that name
+	 * (the directory may be shared): never opened through a link. */
+	unlink(tmp);
+	fd = text ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
 			 O_NOFOLLOW, 0644) : -1;
 	if (fd >= 0) {
 		bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
