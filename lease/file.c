@@ -19,14 +19,16 @@
  * its checksum is LEASE_E_CORRUPT and nothing is written.  Writers never
  * lower the epoch.
  *
- * Loss is detected by an event: each lease has a watcher thread with an
- * inotify watch on the record's directory; when the record is replaced and
- * no longer shows this lease holding it, loss fires.  The byte-0 lock is
+ * Loss is detected by an event: the store has one watcher thread and one
+ * inotify instance for all its leases, with a watch on each record's
+ * directory; when a record is replaced and no longer shows its lease
+ * holding it, that lease's loss fires.  The byte-0 lock is
  * kept until the holder releases: that release is its fence
  * acknowledgement (it comes after the holder drained its writes), and no
  * successor can be granted the name before it.  A holder that dies is
- * fenced by the kernel dropping its lock.  One inotify instance per held
- * lease (bounded by fs.inotify.max_user_instances).
+ * fenced by the kernel dropping its lock.  One inotify instance per open
+ * store, whatever the number of leases (instances are bounded per user by
+ * fs.inotify.max_user_instances).
  *
  * Epochs never wrap: a name whose record reached 2^64-1 is refused.
  */
@@ -56,9 +58,28 @@
  * long for it even when the caller's deadline has already passed. */
 #define REC_LOCK_GRACE_MS 2000
 
+struct file_lease;
+
+/*
+ * The store's one watcher: one inotify instance and one thread for every
+ * lease held through the store (not one per lease: inotify instances are
+ * limited per user, fs.inotify.max_user_instances, 128 by default).
+ */
+struct hub {
+	/* lock protects leases (and each member's wd and next), ino_fd and
+	 * running; the thread checks records and fires losses under it. */
+	pthread_mutex_t lock;
+	struct file_lease *leases; /* watched, linked through next */
+	int ino_fd;                /* -1 until the first lease */
+	int stop_fd;               /* eventfd: stops the thread */
+	pthread_t thr;
+	bool running;
+};
+
 struct file_store {
 	char *dir;  /* canonical absolute path of the lease directory */
 	int dirfd;  /* O_DIRECTORY fd of dir; read-only after open */
+	struct hub hub;
 };
 
 struct rec {
@@ -72,11 +93,13 @@ struct file_lease {
 	/* fd_lock protects lock_fd (the byte-0 grant lock). */
 	pthread_mutex_t fd_lock;
 	int lock_fd;    /* -1 once dropped */
-	int ino_fd;     /* inotify watching the record's directory */
-	int stop_fd;    /* eventfd: written to stop the watcher */
-	bool thr_running;
-	pthread_t thr;
-	char base[NAME_MAX + 1]; /* record file name, "LAST.rec" */
+	struct lease *lease;       /* immutable */
+	char dir[PATH_MAX];        /* the record's directory; immutable */
+	char base[NAME_MAX + 1];   /* record file name, "LAST.rec"; immutable */
+	/* In the store's hub: */
+	bool watched;              /* hub.lock */
+	int wd;                    /* hub.lock */
+	struct file_lease *next;   /* hub.lock */
 };
 
 static struct file_store *fs_of(const struct lease_store *store)
@@ -516,22 +539,6 @@ static void drop_grant(struct file_lease *fl)
 	pthread_mutex_unlock(&fl->fd_lock);
 }
 
-/* Whether the inotify events in buf mention our record file. */
-static bool events_match(const char *buf, ssize_t n, const char *base)
-{
-	const struct inotify_event *ev;
-
-	for (const char *p = buf; p < buf + n;
-	     p += sizeof(*ev) + ev->len) {
-		ev = (const struct inotify_event *)p;
-		if (ev->mask & (IN_Q_OVERFLOW | IN_IGNORED | IN_DELETE_SELF))
-			return true;
-		if (ev->len && strcmp(ev->name, base) == 0)
-			return true;
-	}
-	return false;
-}
-
 /* Loss reason implied by the record, or NONE while it is still ours. */
 static enum lease_loss check_record(struct lease *l)
 {
@@ -550,110 +557,210 @@ static enum lease_loss check_record(struct lease *l)
 	return LEASE_LOSS_NONE;
 }
 
-/* Runs until stopped or until loss: then fires loss and drops the grant. */
-static void *watcher_main(void *arg)
+/* Caller holds hub->lock.  Take fl out; its directory's watch goes with
+ * the last lease that needs it. */
+static void hub_unlink_locked(struct hub *h, struct file_lease *fl)
 {
-	struct lease *l = arg;
-	struct file_lease *fl = l->priv;
+	struct file_lease **pp = &h->leases;
+	bool shared = false;
+
+	while (*pp && *pp != fl)
+		pp = &(*pp)->next;
+	if (!*pp)
+		return;
+	*pp = fl->next;
+	fl->watched = false;
+	for (struct file_lease *p = h->leases; p; p = p->next)
+		shared |= p->wd == fl->wd;
+	if (!shared)
+		inotify_rm_watch(h->ino_fd, fl->wd);
+}
+
+/* Whether an event concerns fl: its record, its directory, or an overflow
+ * (then every record must be looked at). */
+static bool event_concerns(const struct inotify_event *ev,
+			   const struct file_lease *fl)
+{
+	if (ev->mask & IN_Q_OVERFLOW)
+		return true;
+	if (ev->wd != fl->wd)
+		return false;
+	if (ev->mask & (IN_IGNORED | IN_DELETE_SELF))
+		return true;
+	return ev->len && strcmp(ev->name, fl->base) == 0;
+}
+
+/* Caller holds hub->lock.  Check the leases one event concerns; a lost
+ * one leaves the hub and is told (its grant lock stays until release,
+ * after the holder drained: no successor while it may still write). */
+static void hub_dispatch_locked(struct hub *h, const struct inotify_event *ev)
+{
+	struct file_lease *fl = h->leases, *next;
+
+	for (; fl; fl = next) {
+		enum lease_loss why;
+
+		next = fl->next;
+		if (!event_concerns(ev, fl))
+			continue;
+		why = check_record(fl->lease);
+		if (why == LEASE_LOSS_NONE)
+			continue;
+		hub_unlink_locked(h, fl);
+		lease_mark_lost(fl->lease, why);
+	}
+}
+
+/* The store's watcher thread: until stopped. */
+static void *hub_main(void *arg)
+{
+	struct hub *h = arg;
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 	struct pollfd p[2] = {
-		{ .fd = fl->stop_fd, .events = POLLIN },
-		{ .fd = fl->ino_fd, .events = POLLIN },
+		{ .fd = h->stop_fd, .events = POLLIN },
+		{ .fd = h->ino_fd, .events = POLLIN },
 	};
-	enum lease_loss why = LEASE_LOSS_NONE;
+	const struct inotify_event *ev;
 
-	while (why == LEASE_LOSS_NONE) {
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			why = LEASE_LOSS_STORE;
+	for (;;) {
+		ssize_t n;
+
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
 			break;
-		}
 		if (p[0].revents)
-			return NULL;
-		ssize_t n = read(fl->ino_fd, buf, sizeof(buf));
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (n <= 0) {
-			why = LEASE_LOSS_STORE;
 			break;
+		n = read(h->ino_fd, buf, sizeof(buf));
+		if (n <= 0)
+			continue;
+		pthread_mutex_lock(&h->lock);
+		for (const char *q = buf; q < buf + n; q += sizeof(*ev) + ev->len) {
+			ev = (const struct inotify_event *)q;
+			hub_dispatch_locked(h, ev);
 		}
-		if (events_match(buf, n, fl->base))
-			why = check_record(l);
+		pthread_mutex_unlock(&h->lock);
 	}
-	/* The grant lock stays: release (after the holder drained) drops
-	 * it, so no successor is granted while this holder may still write. */
-	lease_mark_lost(l, why);
 	return NULL;
 }
 
-static void watcher_stop(struct file_lease *fl)
+/* Caller holds hub->lock: the instance and the thread, on first use. */
+static int hub_start_locked(struct hub *h)
+{
+	int r;
+
+	if (h->running)
+		return 0;
+	h->ino_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	h->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (h->ino_fd < 0 || h->stop_fd < 0) {
+		r = errno == EMFILE && h->ino_fd < 0 ? -EMFILE : -errno;
+		goto fail;
+	}
+	r = -pthread_create(&h->thr, NULL, hub_main, h);
+	if (r < 0)
+		goto fail;
+	h->running = true;
+	return 0;
+fail:
+	if (h->ino_fd >= 0)
+		close(h->ino_fd);
+	if (h->stop_fd >= 0)
+		close(h->stop_fd);
+	h->ino_fd = h->stop_fd = -1;
+	return r;
+}
+
+/* Watch fl's record (before the record is written, so no change of it
+ * is missed). */
+static int hub_add(struct file_store *fs, struct file_lease *fl)
+{
+	struct hub *h = &fs->hub;
+	int r;
+
+	pthread_mutex_lock(&h->lock);
+	r = hub_start_locked(h);
+	if (r == 0) {
+		fl->wd = inotify_add_watch(h->ino_fd, fl->dir, IN_MOVED_TO |
+					   IN_CLOSE_WRITE | IN_DELETE_SELF |
+					   IN_ONLYDIR);
+		r = fl->wd < 0 ? -errno : 0;
+	}
+	if (r == 0) {
+		fl->next = h->leases;
+		h->leases = fl;
+		fl->watched = true;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return r;
+}
+
+/* Stop watching fl; once this returns the thread no longer touches it. */
+static void hub_remove(struct file_store *fs, struct file_lease *fl)
+{
+	struct hub *h = &fs->hub;
+
+	pthread_mutex_lock(&h->lock);
+	if (fl->watched)
+		hub_unlink_locked(h, fl);
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* At store close; every lease was freed before. */
+static void hub_stop(struct hub *h)
 {
 	uint64_t one = 1;
 
-	if (!fl->thr_running)
-		return;
-	if (write(fl->stop_fd, &one, sizeof(one)) < 0) {
-		/* an eventfd write of 1 only fails on overflow */
+	if (h->running) {
+		if (write(h->stop_fd, &one, sizeof(one)) < 0) {
+			/* an eventfd write of 1 only fails on overflow */
+		}
+		pthread_join(h->thr, NULL);
+		close(h->ino_fd);
+		close(h->stop_fd);
+		h->running = false;
 	}
-	pthread_join(fl->thr, NULL);
-	fl->thr_running = false;
+	pthread_mutex_destroy(&h->lock);
 }
 
-static void file_lease_destroy(struct file_lease *fl)
+static void file_lease_destroy(struct file_store *fs, struct file_lease *fl)
 {
 	if (!fl)
 		return;
-	watcher_stop(fl);
+	hub_remove(fs, fl);
 	if (fl->lock_fd >= 0)
 		close(fl->lock_fd);
-	if (fl->ino_fd >= 0)
-		close(fl->ino_fd);
-	if (fl->stop_fd >= 0)
-		close(fl->stop_fd);
 	pthread_mutex_destroy(&fl->fd_lock);
 	free(fl);
 }
 
-/* Set up the watch on NAME's directory (before the record is written). */
-static int file_lease_new(struct file_store *fs, const char *name,
+static int file_lease_new(struct file_store *fs, struct lease *l,
 			  struct file_lease **out)
 {
 	struct file_lease *fl = calloc(1, sizeof(*fl));
-	const char *slash = strrchr(name, '/');
-	char dir[PATH_MAX];
-	int n, r;
+	const char *slash = strrchr(l->name, '/');
+	int n;
 
 	if (!fl)
 		return -ENOMEM;
 	pthread_mutex_init(&fl->fd_lock, NULL);
 	fl->lock_fd = -1;
-	fl->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	fl->ino_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-	if (fl->stop_fd < 0 || fl->ino_fd < 0) {
-		r = -errno;
-		goto err_free;
+	fl->lease = l;
+	n = snprintf(fl->base, sizeof(fl->base), "%s.rec",
+		     slash ? slash + 1 : l->name);
+	if (n < 0 || (size_t)n >= sizeof(fl->base)) {
+		free(fl);
+		return -ENAMETOOLONG;
 	}
-	snprintf(fl->base, sizeof(fl->base), "%s.rec", slash ? slash + 1 : name);
 	if (slash)
-		n = snprintf(dir, sizeof(dir), "%s/%.*s", fs->dir,
-			     (int)(slash - name), name);
+		n = snprintf(fl->dir, sizeof(fl->dir), "%s/%.*s", fs->dir,
+			     (int)(slash - l->name), l->name);
 	else
-		n = snprintf(dir, sizeof(dir), "%s", fs->dir);
-	if (n < 0 || (size_t)n >= sizeof(dir)) {
-		r = -ENAMETOOLONG;
-		goto err_free;
-	}
-	if (inotify_add_watch(fl->ino_fd, dir, IN_MOVED_TO | IN_CLOSE_WRITE |
-			      IN_DELETE_SELF | IN_ONLYDIR) < 0) {
-		r = -errno;
-		goto err_free;
+		n = snprintf(fl->dir, sizeof(fl->dir), "%s", fs->dir);
+	if (n < 0 || (size_t)n >= sizeof(fl->dir)) {
+		free(fl);
+		return -ENAMETOOLONG;
 	}
 	*out = fl;
 	return 0;
-err_free:
-	file_lease_destroy(fl);
-	return r;
 }
 
 /* ---- store ---------------------------------------------------------- */
@@ -669,6 +776,8 @@ static int file_open(struct lease_store *store, const char *rest,
 	if (!fs)
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
 	fs->dirfd = -1;
+	pthread_mutex_init(&fs->hub.lock, NULL);
+	fs->hub.ino_fd = fs->hub.stop_fd = -1;
 	r = mkdir_p(dir);
 	if (r == 0 && !realpath(dir, real))
 		r = -errno;
@@ -692,6 +801,7 @@ static int file_open(struct lease_store *store, const char *rest,
 err_free:
 	if (fs->dirfd >= 0)
 		close(fs->dirfd);
+	pthread_mutex_destroy(&fs->hub.lock);
 	free(fs->dir);
 	free(fs);
 	return lease_errkind_errno(LEASE_E_UNREACHABLE);
@@ -704,6 +814,7 @@ static void file_close(struct lease_store *store)
 
 	if (!fs)
 		return;
+	hub_stop(&fs->hub);
 	close(fs->dirfd);
 	free(fs->dir);
 	free(fs);
@@ -814,31 +925,27 @@ static int grant(struct lease_store *store, const char *name, int lock_fd,
 	holder_clean(rec.holder, sizeof(rec.holder), store->opts.holder);
 	r = lease_alloc(store, name, rec.epoch, &l);
 	if (r == 0)
-		r = file_lease_new(fs, name, &fl);
+		r = file_lease_new(fs, l, &fl);
+	if (r == 0)
+		r = hub_add(fs, fl);
 	if (r < 0) {
 		r = lease_err_set(err, LEASE_E_IO, r, name,
-				  "cannot set up lease '%s': %s", name,
-				  strerror(-r));
+				  "cannot watch lease '%s': %s%s", name,
+				  strerror(-r), r == -EMFILE ? " (inotify "
+				  "instances: fs.inotify.max_user_instances)" : "");
 		goto err_free;
 	}
 	r = rec_write(fs, name, &rec, err);
 	if (r < 0)
 		goto err_free;
 	l->priv = fl;
-	r = pthread_create(&fl->thr, NULL, watcher_main, l);
-	if (r != 0) {
-		r = lease_err_set(err, LEASE_E_IO, -r, name,
-				  "cannot start lease watcher: %s", strerror(r));
-		goto err_free;
-	}
-	fl->thr_running = true;
 	pthread_mutex_lock(&fl->fd_lock);
 	fl->lock_fd = lock_fd;
 	pthread_mutex_unlock(&fl->fd_lock);
 	*out = l;
 	return 0;
 err_free:
-	file_lease_destroy(fl);
+	file_lease_destroy(fs, fl);
 	lease_dispose(l);
 	return r;
 }
@@ -959,7 +1066,7 @@ static int file_release(struct lease *l, int64_t deadline)
 	struct rec rec;
 	int fd, r;
 
-	watcher_stop(fl);
+	hub_remove(fs, fl);
 	fd = open_lockfile(fs, l->name, false);
 	if (fd < 0) {
 		r = fd;
@@ -1027,7 +1134,7 @@ static int file_forget(struct lease *l, int64_t deadline)
 
 static void file_free_lease(struct lease *l)
 {
-	file_lease_destroy(l->priv);
+	file_lease_destroy(fs_of(l->store), l->priv);
 	l->priv = NULL;
 }
 
