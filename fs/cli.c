@@ -695,20 +695,23 @@ out:
 	return r;
 }
 
+static const struct command {
+	const char *name;
+	int (*run)(int argc, char **argv); /* argv[0] is the command */
+} commands[] = {
+	{ "mount", cmd_mount },
+	{ "status", cmd_status },
+	{ "umount", cmd_umount },
+	{ "watch", cmd_watch },
+	{ "metrics", cmd_metrics },
+	{ "lease", cmd_lease },
+};
+
 int main(int argc, char **argv)
 {
-	if (argc >= 2 && strcmp(argv[1], "mount") == 0)
-		return cmd_mount(argc - 1, argv + 1);
-	if (argc >= 2 && strcmp(argv[1], "status") == 0)
-		return cmd_status(argc - 1, argv + 1);
-	if (argc >= 2 && strcmp(argv[1], "umount") == 0)
-		return cmd_umount(argc - 1, argv + 1);
-	if (argc >= 2 && strcmp(argv[1], "watch") == 0)
-		return cmd_watch(argc - 1, argv + 1);
-	if (argc >= 2 && strcmp(argv[1], "metrics") == 0)
-		return cmd_metrics(argc - 1, argv + 1);
-	if (argc >= 2 && strcmp(argv[1], "lease") == 0)
-		return cmd_lease(argc - 1, argv + 1);
+	for (size_t i = 0; argc >= 2 && i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].run(argc - 1, argv + 1);
 	if (argc >= 3 && argv[1][0] != '-')
 		return cmd_mount_fstab(argc, argv);
 	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 ||

@@ -1016,11 +1016,12 @@ static ssize_t xattr_on(fuse_req_t req, fuse_ino_t ino,
 	struct lfs_inode *inode = inode_of(fs, ino);
 	char p[PROC_FD_PATH_MAX];
 	int fd = inode_fd(fs, inode);
-	struct xattr_call_args c = { .path = proc_path(p, fd), .a = a };
+	struct xattr_call_args c = { .a = a };
 	int rc;
 
 	if (fd < 0)
 		return fd;
+	c.path = proc_path(p, fd);
 	rc = as_caller(req, xattr_fn, &c);
 	inode_fd_put(inode, fd);
 	return rc < 0 ? rc : c.n;

@@ -652,7 +652,7 @@ static int hub_start_locked(struct hub *h)
 	h->ino_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	h->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (h->ino_fd < 0 || h->stop_fd < 0) {
-		r = errno == EMFILE && h->ino_fd < 0 ? -EMFILE : -errno;
+		r = -errno;
 		goto fail;
 	}
 	r = -pthread_create(&h->thr, NULL, hub_main, h);
