@@ -19,16 +19,15 @@
  * its checksum is LEASE_E_CORRUPT and nothing is written.  Writers never
  * lower the epoch.
  *
- * Loss is detected by an event: the store has one watcher thread and one
- * inotify instance for all its leases, with a watch on each record's
- * directory; when a record is replaced and no longer shows its lease
- * holding it, that lease's loss fires.  The byte-0 lock is
- * kept until the holder releases: that release is its fence
- * acknowledgement (it comes after the holder drained its writes), and no
- * successor can be granted the name before it.  A holder that dies is
- * fenced by the kernel dropping its lock.  One inotify instance per open
- * store, whatever the number of leases (instances are bounded per user by
- * fs.inotify.max_user_instances).
+ * Loss is detected by the holder's watcher: a revoker rings the holder's
+ * bell (NAME.bell, a datagram socket the holder binds for the life of the
+ * grant), and the watcher rechecks every held record each second for
+ * changes made by hand.  The byte-0 lock is kept until the holder
+ * releases: that release is its fence acknowledgement (it comes after the
+ * holder drained its writes), and no successor can be granted the name
+ * before it.  A holder that dies is fenced by the kernel dropping its
+ * lock.  A grant costs the holder descriptors only: no kernel object with
+ * a per-user limit.
  *
  * Epochs never wrap: a name whose record reached 2^64-1 is refused.
  */
@@ -44,7 +43,10 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,19 +63,19 @@
 struct file_lease;
 
 /*
- * The store's one watcher: one inotify instance and one thread for every
- * lease held through the store (not one per lease: inotify instances are
- * limited per user, fs.inotify.max_user_instances, 128 by default).
+ * The store's one watcher thread for every lease held through the store:
+ * it polls their bells and sweeps their records (see "doorbell").
  */
 struct hub {
-	/* lock protects leases (and each member's wd and next), ino_fd and
-	 * running; the thread checks records and fires losses under it. */
+	/* lock protects leases (and each member's next, watched and seen),
+	 * running and stopping; the thread checks records and fires losses
+	 * under it. */
 	pthread_mutex_t lock;
 	struct file_lease *leases; /* watched, linked through next */
-	int ino_fd;                /* -1 until the first lease */
-	int stop_fd;               /* eventfd: stops the thread */
+	int kick_fd;               /* eventfd: the set changed, or stop */
 	pthread_t thr;
 	bool running;
+	bool stopping;
 };
 
 struct file_store {
@@ -89,16 +91,27 @@ struct rec {
 	char holder[128];
 };
 
+/* One version of a record file, as the sweep compares them. */
+struct rec_stamp {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+};
+
 struct file_lease {
 	/* fd_lock protects lock_fd (the byte-0 grant lock). */
 	pthread_mutex_t fd_lock;
 	int lock_fd;    /* -1 once dropped */
 	struct lease *lease;       /* immutable */
-	char dir[PATH_MAX];        /* the record's directory; immutable */
-	char base[NAME_MAX + 1];   /* record file name, "LAST.rec"; immutable */
+	int bell_fd;               /* immutable until destroy */
+	/* Whether NAME.bell is ours; only the lease's own calls (grant,
+	 * release, free) touch it, and it is cleared before the grant lock
+	 * is dropped. */
+	bool bell_linked;
 	/* In the store's hub: */
 	bool watched;              /* hub.lock */
-	int wd;                    /* hub.lock */
+	struct rec_stamp seen;     /* hub.lock: as last checked */
 	struct file_lease *next;   /* hub.lock */
 };
 
@@ -527,6 +540,92 @@ static int rec_write(struct file_store *fs, const char *name,
 	return 0;
 }
 
+/* ---- doorbell ------------------------------------------------------- */
+
+/*
+ * While it holds a grant, the holder has a datagram socket bound at
+ * NAME.bell; whoever rewrites a live holder's record (revoke) rings it.
+ * A bell is one descriptor, bounded by the holder's RLIMIT_NOFILE alone,
+ * where an inotify instance counts against a small per-user limit
+ * (fs.inotify.max_user_instances, 128), and it works across pid and
+ * mount namespaces: all it needs is the store directory.  A ring that
+ * cannot be delivered (no bell, no /proc, a full queue) costs only time:
+ * every holder also rechecks its record every RECHECK_MS, which is how a
+ * record edited, replaced or removed by hand is noticed.
+ */
+#define RECHECK_MS 1000
+
+/* sun_path holds 108 bytes: a socket is named through a descriptor, as
+ * "/proc/self/fd/N" (the socket itself) or "/proc/self/fd/N/REL". */
+static int fd_sockaddr(struct sockaddr_un *sa, int fd, const char *rel)
+{
+	int n;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (rel)
+		n = snprintf(sa->sun_path, sizeof(sa->sun_path),
+			     "/proc/self/fd/%d/%s", fd, rel);
+	else
+		n = snprintf(sa->sun_path, sizeof(sa->sun_path),
+			     "/proc/self/fd/%d", fd);
+	return n < 0 || (size_t)n >= sizeof(sa->sun_path) ? -ENAMETOOLONG : 0;
+}
+
+/* A bell bound in directory pfd as `bell`, replacing a dead holder's: bound
+ * under a unique short name, then renamed.  Returns the socket or -errno. */
+static int bell_bind(int pfd, const char *bell)
+{
+	struct sockaddr_un sa;
+	uint64_t nonce = 0;
+	char tmp[64];
+	int s, r;
+
+	if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
+		nonce = (uint64_t)lease_now_ns() ^ (uint64_t)getpid();
+	snprintf(tmp, sizeof(tmp), ".bell-%016" PRIx64, nonce);
+	s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0)
+		return -errno;
+	r = fd_sockaddr(&sa, pfd, tmp);
+	if (r == 0 && bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		r = -errno;
+	if (r == 0 && renameat(pfd, tmp, pfd, bell) < 0) {
+		r = -errno;
+		unlinkat(pfd, tmp, 0);
+	}
+	if (r < 0) {
+		close(s);
+		return r;
+	}
+	return s;
+}
+
+/* Ring NAME's bell if it has one.  Best effort: see above. */
+static void bell_ring(struct file_store *fs, const char *name)
+{
+	char rel[LEASE_NAME_MAX + 16];
+	struct sockaddr_un sa;
+	struct stat st;
+	int p, s = -1;
+
+	if (rel_path(rel, sizeof(rel), name, ".bell") < 0)
+		return;
+	p = openat(fs->dirfd, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (p < 0)
+		return;
+	if (fstat(p, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	    fd_sockaddr(&sa, p, NULL) == 0)
+		s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    send(s, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		/* full queue: the holder has a ring pending anyway */
+	}
+	if (s >= 0)
+		close(s);
+	close(p);
+}
+
 /* ---- watcher -------------------------------------------------------- */
 
 static void drop_grant(struct file_lease *fl)
@@ -557,137 +656,195 @@ static enum lease_loss check_record(struct lease *l)
 	return LEASE_LOSS_NONE;
 }
 
-/* Caller holds hub->lock.  Take fl out; its directory's watch goes with
- * the last lease that needs it. */
+/* What identifies one version of a record file (zero if it is missing). */
+static struct rec_stamp record_stamp(struct file_store *fs, const char *name)
+{
+	struct rec_stamp s = { 0 };
+	char rel[LEASE_NAME_MAX + 16];
+	struct stat st;
+
+	if (rel_path(rel, sizeof(rel), name, ".rec") == 0 &&
+	    fstatat(fs->dirfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		s = (struct rec_stamp){ st.st_dev, st.st_ino, st.st_size,
+					st.st_mtim, st.st_ctim };
+	return s;
+}
+
+static bool stamp_equal(const struct rec_stamp *a, const struct rec_stamp *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	       a->mtime.tv_sec == b->mtime.tv_sec &&
+	       a->mtime.tv_nsec == b->mtime.tv_nsec &&
+	       a->ctime.tv_sec == b->ctime.tv_sec &&
+	       a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
+/* Caller holds hub->lock. */
 static void hub_unlink_locked(struct hub *h, struct file_lease *fl)
 {
 	struct file_lease **pp = &h->leases;
-	bool shared = false;
 
 	while (*pp && *pp != fl)
 		pp = &(*pp)->next;
-	if (!*pp)
-		return;
-	*pp = fl->next;
+	if (*pp)
+		*pp = fl->next;
 	fl->watched = false;
-	for (struct file_lease *p = h->leases; p; p = p->next)
-		shared |= p->wd == fl->wd;
-	if (!shared)
-		inotify_rm_watch(h->ino_fd, fl->wd);
 }
 
-/* Whether an event concerns fl: its record, its directory, or an overflow
- * (then every record must be looked at). */
-static bool event_concerns(const struct inotify_event *ev,
-			   const struct file_lease *fl)
+/* Caller holds hub->lock.  Wake the thread to rebuild its poll set. */
+static void hub_kick_locked(struct hub *h)
 {
-	if (ev->mask & IN_Q_OVERFLOW)
-		return true;
-	if (ev->wd != fl->wd)
-		return false;
-	if (ev->mask & (IN_IGNORED | IN_DELETE_SELF))
-		return true;
-	return ev->len && strcmp(ev->name, fl->base) == 0;
+	uint64_t one = 1;
+
+	if (h->running && write(h->kick_fd, &one, sizeof(one)) < 0) {
+		/* the counter is nonzero already: the thread wakes */
+	}
 }
 
-/* Caller holds hub->lock.  Check the leases one event concerns; a lost
- * one leaves the hub and is told (its grant lock stays until release,
- * after the holder drained: no successor while it may still write). */
-static void hub_dispatch_locked(struct hub *h, const struct inotify_event *ev)
+/* Whether fd polled readable in p[0..n). */
+static bool rang(const struct pollfd *p, size_t n, int fd)
+{
+	char b[16];
+	bool hit = false;
+
+	for (size_t i = 0; i < n; i++)
+		hit |= p[i].fd == fd && p[i].revents;
+	if (hit)
+		while (recv(fd, b, sizeof(b), MSG_DONTWAIT) > 0)
+			;
+	return hit;
+}
+
+/* Caller holds hub->lock.  Check the record of every lease whose bell
+ * rang, and, when `sweep`, of every lease whose record file changed.  A
+ * lost lease leaves the hub and is told (its grant lock stays until
+ * release, after the holder drained: no successor while it may still
+ * write). */
+static void hub_check_locked(struct hub *h, struct file_store *fs,
+			     const struct pollfd *p, size_t n, bool sweep)
 {
 	struct file_lease *fl = h->leases, *next;
 
 	for (; fl; fl = next) {
+		struct rec_stamp now;
 		enum lease_loss why;
 
 		next = fl->next;
-		if (!event_concerns(ev, fl))
+		if (!rang(p, n, fl->bell_fd) && !sweep)
 			continue;
-		why = check_record(fl->lease);
-		if (why == LEASE_LOSS_NONE)
-			continue;
-		hub_unlink_locked(h, fl);
-		lease_mark_lost(fl->lease, why);
+		now = record_stamp(fs, fl->lease->name);
+		if (!sweep || !stamp_equal(&now, &fl->seen)) {
+			fl->seen = now;
+			why = check_record(fl->lease);
+			if (why != LEASE_LOSS_NONE) {
+				hub_unlink_locked(h, fl);
+				lease_mark_lost(fl->lease, why);
+			}
+		}
 	}
+}
+
+/* Caller holds hub->lock.  The kick eventfd and every bell, in *p. */
+static size_t hub_pollset_locked(struct hub *h, struct pollfd **p, size_t *cap)
+{
+	size_t n = 1;
+
+	for (struct file_lease *fl = h->leases; fl; fl = fl->next)
+		n++;
+	if (n > *cap) {
+		struct pollfd *q = realloc(*p, n * sizeof(**p));
+
+		if (!q)
+			n = *cap ? 1 : 0; /* bells wait for the sweep */
+		else {
+			*p = q;
+			*cap = n;
+		}
+	}
+	if (n == 0)
+		return 0;
+	(*p)[0] = (struct pollfd){ .fd = h->kick_fd, .events = POLLIN };
+	n = 1;
+	for (struct file_lease *fl = h->leases; fl && n < *cap; fl = fl->next)
+		(*p)[n++] = (struct pollfd){ .fd = fl->bell_fd, .events = POLLIN };
+	return n;
 }
 
 /* The store's watcher thread: until stopped. */
 static void *hub_main(void *arg)
 {
-	struct hub *h = arg;
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	struct pollfd p[2] = {
-		{ .fd = h->stop_fd, .events = POLLIN },
-		{ .fd = h->ino_fd, .events = POLLIN },
-	};
-	const struct inotify_event *ev;
+	struct file_store *fs = arg;
+	struct hub *h = &fs->hub;
+	int64_t sweep_at = lease_deadline_ms(RECHECK_MS);
+	struct pollfd *p = NULL;
+	size_t cap = 0, n;
+	uint64_t v;
 
 	for (;;) {
-		ssize_t n;
+		int64_t left = sweep_at - lease_now_ns();
+		bool sweep;
 
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			break;
-		if (p[0].revents)
-			break;
-		n = read(h->ino_fd, buf, sizeof(buf));
-		if (n <= 0)
-			continue;
 		pthread_mutex_lock(&h->lock);
-		for (const char *q = buf; q < buf + n; q += sizeof(*ev) + ev->len) {
-			ev = (const struct inotify_event *)q;
-			hub_dispatch_locked(h, ev);
+		if (h->stopping) {
+			pthread_mutex_unlock(&h->lock);
+			break;
 		}
+		n = hub_pollset_locked(h, &p, &cap);
+		pthread_mutex_unlock(&h->lock);
+		if (poll(p, n, left > 0 ? (int)(left / 1000000 + 1) : 0) < 0 &&
+		    errno != EINTR)
+			break;
+		if (read(h->kick_fd, &v, sizeof(v)) < 0) {
+			/* not kicked */
+		}
+		sweep = lease_now_ns() >= sweep_at;
+		if (sweep)
+			sweep_at = lease_deadline_ms(RECHECK_MS);
+		pthread_mutex_lock(&h->lock);
+		hub_check_locked(h, fs, p, n, sweep);
 		pthread_mutex_unlock(&h->lock);
 	}
+	free(p);
 	return NULL;
 }
 
-/* Caller holds hub->lock: the instance and the thread, on first use. */
-static int hub_start_locked(struct hub *h)
+/* Caller holds hub->lock: the thread, on first use. */
+static int hub_start_locked(struct file_store *fs)
 {
+	struct hub *h = &fs->hub;
 	int r;
 
 	if (h->running)
 		return 0;
-	h->ino_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-	h->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (h->ino_fd < 0 || h->stop_fd < 0) {
-		r = -errno;
-		goto fail;
+	h->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (h->kick_fd < 0)
+		return -errno;
+	r = -pthread_create(&h->thr, NULL, hub_main, fs);
+	if (r < 0) {
+		close(h->kick_fd);
+		h->kick_fd = -1;
+		return r;
 	}
-	r = -pthread_create(&h->thr, NULL, hub_main, h);
-	if (r < 0)
-		goto fail;
 	h->running = true;
 	return 0;
-fail:
-	if (h->ino_fd >= 0)
-		close(h->ino_fd);
-	if (h->stop_fd >= 0)
-		close(h->stop_fd);
-	h->ino_fd = h->stop_fd = -1;
-	return r;
 }
 
-/* Watch fl's record (before the record is written, so no change of it
- * is missed). */
+/* Watch fl's record (before the record is written, so that a ring after
+ * the write finds the bell in the poll set or the stamp outdated). */
 static int hub_add(struct file_store *fs, struct file_lease *fl)
 {
 	struct hub *h = &fs->hub;
 	int r;
 
 	pthread_mutex_lock(&h->lock);
-	r = hub_start_locked(h);
+	r = hub_start_locked(fs);
 	if (r == 0) {
-		fl->wd = inotify_add_watch(h->ino_fd, fl->dir, IN_MOVED_TO |
-					   IN_CLOSE_WRITE | IN_DELETE_SELF |
-					   IN_ONLYDIR);
-		r = fl->wd < 0 ? -errno : 0;
-	}
-	if (r == 0) {
+		/* Matches no real stamp: the first sweep checks. */
+		fl->seen = (struct rec_stamp){ .size = -1 };
 		fl->next = h->leases;
 		h->leases = fl;
 		fl->watched = true;
+		hub_kick_locked(h);
 	}
 	pthread_mutex_unlock(&h->lock);
 	return r;
@@ -699,26 +856,39 @@ static void hub_remove(struct file_store *fs, struct file_lease *fl)
 	struct hub *h = &fs->hub;
 
 	pthread_mutex_lock(&h->lock);
-	if (fl->watched)
+	if (fl->watched) {
 		hub_unlink_locked(h, fl);
+		hub_kick_locked(h);
+	}
 	pthread_mutex_unlock(&h->lock);
 }
 
 /* At store close; every lease was freed before. */
 static void hub_stop(struct hub *h)
 {
-	uint64_t one = 1;
-
+	pthread_mutex_lock(&h->lock);
+	h->stopping = true;
+	hub_kick_locked(h);
+	pthread_mutex_unlock(&h->lock);
 	if (h->running) {
-		if (write(h->stop_fd, &one, sizeof(one)) < 0) {
-			/* an eventfd write of 1 only fails on overflow */
-		}
 		pthread_join(h->thr, NULL);
-		close(h->ino_fd);
-		close(h->stop_fd);
+		close(h->kick_fd);
 		h->running = false;
 	}
 	pthread_mutex_destroy(&h->lock);
+}
+
+/* Unlink fl's bell.  Only while fl holds the grant lock: after that the
+ * name, and its bell, may be a successor's. */
+static void bell_unlink(struct file_store *fs, struct file_lease *fl)
+{
+	char rel[LEASE_NAME_MAX + 16];
+
+	if (!fl->bell_linked)
+		return;
+	if (rel_path(rel, sizeof(rel), fl->lease->name, ".bell") == 0)
+		unlinkat(fs->dirfd, rel, 0);
+	fl->bell_linked = false;
 }
 
 static void file_lease_destroy(struct file_store *fs, struct file_lease *fl)
@@ -726,39 +896,44 @@ static void file_lease_destroy(struct file_store *fs, struct file_lease *fl)
 	if (!fl)
 		return;
 	hub_remove(fs, fl);
+	bell_unlink(fs, fl); /* still linked: the grant failed */
 	if (fl->lock_fd >= 0)
 		close(fl->lock_fd);
+	if (fl->bell_fd >= 0)
+		close(fl->bell_fd);
 	pthread_mutex_destroy(&fl->fd_lock);
 	free(fl);
 }
 
+/* A lease's watch state with its bell bound.  The caller holds NAME's
+ * grant lock. */
 static int file_lease_new(struct file_store *fs, struct lease *l,
 			  struct file_lease **out)
 {
 	struct file_lease *fl = calloc(1, sizeof(*fl));
 	const char *slash = strrchr(l->name, '/');
-	int n;
+	char bell[NAME_MAX + 1];
+	int n, pfd;
 
 	if (!fl)
 		return -ENOMEM;
 	pthread_mutex_init(&fl->fd_lock, NULL);
-	fl->lock_fd = -1;
+	fl->lock_fd = fl->bell_fd = -1;
 	fl->lease = l;
-	n = snprintf(fl->base, sizeof(fl->base), "%s.rec",
-		     slash ? slash + 1 : l->name);
-	if (n < 0 || (size_t)n >= sizeof(fl->base)) {
-		free(fl);
-		return -ENAMETOOLONG;
+	n = snprintf(bell, sizeof(bell), "%s.bell", slash ? slash + 1 : l->name);
+	pfd = n < 0 || (size_t)n >= sizeof(bell) ? -ENAMETOOLONG
+						  : open_parent(fs->dirfd, l->name);
+	if (pfd >= 0) {
+		fl->bell_fd = bell_bind(pfd, bell);
+		close(pfd);
 	}
-	if (slash)
-		n = snprintf(fl->dir, sizeof(fl->dir), "%s/%.*s", fs->dir,
-			     (int)(slash - l->name), l->name);
-	else
-		n = snprintf(fl->dir, sizeof(fl->dir), "%s", fs->dir);
-	if (n < 0 || (size_t)n >= sizeof(fl->dir)) {
+	if (pfd < 0 || fl->bell_fd < 0) {
+		n = pfd < 0 ? pfd : fl->bell_fd;
+		pthread_mutex_destroy(&fl->fd_lock);
 		free(fl);
-		return -ENAMETOOLONG;
+		return n;
 	}
+	fl->bell_linked = true;
 	*out = fl;
 	return 0;
 }
@@ -777,7 +952,7 @@ static int file_open(struct lease_store *store, const char *rest,
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
 	fs->dirfd = -1;
 	pthread_mutex_init(&fs->hub.lock, NULL);
-	fs->hub.ino_fd = fs->hub.stop_fd = -1;
+	fs->hub.kick_fd = -1;
 	r = mkdir_p(dir);
 	if (r == 0 && !realpath(dir, real))
 		r = -errno;
@@ -931,8 +1106,9 @@ static int grant(struct lease_store *store, const char *name, int lock_fd,
 	if (r < 0) {
 		r = lease_err_set(err, LEASE_E_IO, r, name,
 				  "cannot watch lease '%s': %s%s", name,
-				  strerror(-r), r == -EMFILE ? " (inotify "
-				  "instances: fs.inotify.max_user_instances)" : "");
+				  strerror(-r), r == -EMFILE ? " (open files: "
+				  "RLIMIT_NOFILE, ulimit -n)" : r == -EAGAIN ?
+				  " (threads: ulimit -u, kernel.threads-max)" : "");
 		goto err_free;
 	}
 	r = rec_write(fs, name, &rec, err);
@@ -1067,6 +1243,7 @@ static int file_release(struct lease *l, int64_t deadline)
 	int fd, r;
 
 	hub_remove(fs, fl);
+	bell_unlink(fs, fl);
 	fd = open_lockfile(fs, l->name, false);
 	if (fd < 0) {
 		r = fd;
@@ -1096,6 +1273,9 @@ static int unlink_files(struct file_store *fs, const char *name)
 	if (rel_path(rel, sizeof(rel), name, ".rec") < 0 ||
 	    (unlinkat(fs->dirfd, rel, 0) < 0 && errno != ENOENT))
 		return -errno;
+	if (rel_path(rel, sizeof(rel), name, ".bell") < 0 ||
+	    (unlinkat(fs->dirfd, rel, 0) < 0 && errno != ENOENT))
+		return -errno; /* a dead holder's */
 	if (rel_path(rel, sizeof(rel), name, ".lock") < 0 ||
 	    (unlinkat(fs->dirfd, rel, 0) < 0 && errno != ENOENT))
 		return -errno;
@@ -1184,6 +1364,8 @@ static int file_revoke(struct lease_store *store, const char *name,
 	*epoch = rec.epoch++;
 	rec.state = LEASE_STATE_REVOKED;
 	r = rec_write(fs, name, &rec, err);
+	if (r == 0)
+		bell_ring(fs, name);
 out_close:
 	close(fd);
 	return r;
@@ -1198,22 +1380,16 @@ static void file_await_change(struct lease_store *store, const char *name,
 			      int64_t deadline)
 {
 	struct file_store *fs = fs_of(store);
-	char path[PATH_MAX], buf[4096]
-		__attribute__((aligned(__alignof__(struct inotify_event))));
-	struct pollfd p = { .events = POLLIN };
-	int64_t left = deadline - lease_now_ns();
+	struct lease_close_watch w;
+	char path[PATH_MAX];
 
-	if (left <= 0 || abs_path(fs, name, ".lock", path, sizeof(path)) < 0)
+	if (lease_deadline_passed(deadline) ||
+	    abs_path(fs, name, ".lock", path, sizeof(path)) < 0 ||
+	    lease_close_watch_open(&w, path, IN_CLOSE_WRITE | IN_DELETE_SELF) < 0)
 		return;
-	p.fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-	if (p.fd < 0)
-		return;
-	if (inotify_add_watch(p.fd, path, IN_CLOSE_WRITE | IN_DELETE_SELF) >= 0 &&
-	    grant_busy(fs, name, NULL, deadline) &&
-	    poll(&p, 1, (int)(left / 1000000 + 1)) > 0)
-		while (read(p.fd, buf, sizeof(buf)) > 0)
-			;
-	close(p.fd);
+	if (grant_busy(fs, name, NULL, deadline))
+		(void)lease_close_watch_wait(&w, deadline);
+	lease_close_watch_close(&w);
 }
 
 /* Fenced once the grant lock is free, or once a later grant shows that
@@ -1241,42 +1417,27 @@ static int file_await_fence(struct lease_store *store, const char *name,
 			    enum lease_fence *out, struct lease_err *err)
 {
 	struct file_store *fs = fs_of(store);
-	char rel[LEASE_NAME_MAX + 16], buf[4096]
-		__attribute__((aligned(__alignof__(struct inotify_event))));
-	int fd = -1, ino = -1, r;
+	struct lease_close_watch w = { .ino = -1 };
+	char path[PATH_MAX];
 	bool done = false;
+	int fd = -1, r;
 
 	*out = LEASE_FENCE_PENDING;
-	r = rel_path(rel, sizeof(rel), name, ".lock");
+	r = abs_path(fs, name, ".lock", path, sizeof(path));
 	if (r == 0)
-		r = (ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK)) < 0 ? -errno : 0;
+		r = lease_close_watch_open(&w, path, IN_CLOSE_WRITE);
 	if (r == 0) {
 		fd = open_lockfile(fs, name, false);
 		r = fd < 0 ? fd : 0;
 	}
-	if (r == 0 && (size_t)snprintf(buf, sizeof(buf), "%s/%s", fs->dir, rel) >=
-		      sizeof(buf))
-		r = -ENAMETOOLONG;
-	if (r == 0 && inotify_add_watch(ino, buf, IN_CLOSE_WRITE) < 0)
-		r = -errno;
 	while (r == 0 && (r = fence_check(fs, name, fd, epoch, &done)) == 0 &&
-	       !done) {
-		int64_t left = deadline - lease_now_ns();
-		struct pollfd p = { .fd = ino, .events = POLLIN };
-
-		if (left <= 0)
-			break;
-		if (poll(&p, 1, (int)(left / 1000000 + 1)) < 0 && errno != EINTR)
-			r = -errno;
-		while (read(ino, buf, sizeof(buf)) > 0)
-			;
-	}
+	       !done && lease_close_watch_wait(&w, deadline) == 0)
+		;
 	if (done)
 		*out = LEASE_FENCE_ACKED;
 	if (fd >= 0)
 		close(fd);
-	if (ino >= 0)
-		close(ino);
+	lease_close_watch_close(&w);
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, name,
 				     "cannot wait for '%s' to be released: %s",

@@ -90,14 +90,30 @@ bool lease_uuid_valid(const char *uuid);
  * Take an OFD lock of `type` on [start, start+len) of fd (len 0: to the
  * end), whose file is at `path`, waiting until `deadline` for the holder.
  * Holders must let go by closing their descriptor of the file, or with
- * lease_ofd_unlock_notify(): the wait is on the close event that raises,
- * never a poll.  0, -EAGAIN (still held at
- * the deadline) or -errno.
+ * lease_ofd_unlock_notify(): the wait is on the close event that raises
+ * (a poll backing off to 64 ms only when no inotify instance is to be
+ * had).  0, -EAGAIN (still held at the deadline) or -errno.
  */
 int lease_ofd_lock_wait(int fd, const char *path, short type, off_t start,
 			off_t len, int64_t deadline);
 /* Unlock [start, start+len) of fd and wake lease_ofd_lock_wait() waiters. */
 void lease_ofd_unlock_notify(int fd, const char *path, off_t start, off_t len);
+
+/*
+ * A bounded wait for inotify events `mask` on one path, for waiters that
+ * re-check their condition after every wake.  Without an inotify instance
+ * (fs.inotify.max_user_instances used up) it degrades to a poll backing
+ * off from 1 to 64 ms.  open: 0 or -errno (no instance is not an error).
+ * wait: 0 after an event or a poll interval, -EAGAIN at the deadline.
+ */
+struct lease_close_watch {
+	int ino;        /* -1: polling */
+	int backoff_ms;
+};
+int lease_close_watch_open(struct lease_close_watch *w, const char *path,
+			   uint32_t mask);
+int lease_close_watch_wait(struct lease_close_watch *w, int64_t deadline);
+void lease_close_watch_close(struct lease_close_watch *w);
 
 /* ---- stores and leases --------------------------------------------- */
 struct lease_store;

@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -705,6 +708,141 @@ static void test_leftover_tmp_ignored(void **state)
 	free(tmp);
 }
 
+/* ---- loss without a ring -------------------------------------------- */
+
+/* A record damaged or removed by hand (nobody rings) is noticed by the
+ * holder's sweep. */
+static void check_hand_edit(struct ctx *c, const char *name, bool remove)
+{
+	struct lease *l = must_acquire(c->store, name, 0);
+	char *path = rec_path(c, name, ".rec");
+
+	if (remove)
+		assert_int_equal(unlink(path), 0);
+	else
+		spit(path, "garbage\n", 8);
+	if (!tu_wait_readable(lease_loss_fd(l), WAIT_MS))
+		fail_msg("%s record: loss did not fire", remove ? "removed" : "damaged");
+	assert_int_equal(lease_loss_reason(l), LEASE_LOSS_STORE);
+	lease_free(l);
+	free(path);
+}
+
+static void test_hand_edits_noticed(void **state)
+{
+	check_hand_edit(*state, "hand/damaged", false);
+	check_hand_edit(*state, "hand/removed", true);
+}
+
+/*
+ * Steps of no_inotify_child(); its exit code is the step that failed.
+ * 77: no user namespace to be had here.
+ */
+enum { NI_OK, NI_LIMIT, NI_OPEN, NI_ACQUIRE, NI_REVOKE, NI_LOSS, NI_SLOW,
+       NI_WAITER, NI_REACQUIRE, NI_SKIP = 77 };
+
+static int deny_inotify(void)
+{
+	int fd;
+
+	if (unshare(CLONE_NEWUSER) < 0)
+		return NI_SKIP;
+	if (tu_write_file("/proc/self/setgroups", "deny") < 0 ||
+	    tu_write_file("/proc/self/uid_map", "0 0 1") < 0 ||
+	    tu_write_file("/proc/self/gid_map", "0 0 1") < 0 ||
+	    tu_write_file("/proc/sys/user/max_inotify_instances", "0") < 0)
+		return NI_SKIP;
+	fd = inotify_init1(IN_CLOEXEC);
+	if (fd >= 0 || errno != EMFILE)
+		return NI_LIMIT;
+	return NI_OK;
+}
+
+static void *release_soon(void *arg)
+{
+	struct lease *l = arg;
+
+	lease_release(l, lease_deadline_ms(WAIT_MS));
+	return NULL;
+}
+
+/* A holder that acknowledges loss: released once its loss fires. */
+static void *release_on_loss(void *arg)
+{
+	struct lease *l = arg;
+
+	if (tu_wait_readable(lease_loss_fd(l), WAIT_MS))
+		lease_release(l, lease_deadline_ms(WAIT_MS));
+	return NULL;
+}
+
+/* Grant, revoke (loss at once, through the bell), fence, and a waiting
+ * acquire, all in a user namespace allowed no inotify instance. */
+static int no_inotify_child(const char *uri)
+{
+	struct lease_store *a = NULL, *b = NULL;
+	enum lease_fence fence = LEASE_FENCE_PENDING;
+	struct lease *l = NULL, *w = NULL;
+	int64_t t0;
+	pthread_t thr;
+	int r = deny_inotify();
+
+	if (r != NI_OK)
+		return r;
+	if (lease_store_open(uri, NULL, &a, NULL) < 0 ||
+	    lease_store_open(uri, NULL, &b, NULL) < 0)
+		return NI_OPEN;
+	if (lease_acquire(a, "noino/ws", 0, &l, NULL) < 0)
+		return NI_ACQUIRE;
+	t0 = lease_now_ns();
+	if (lease_revoke(b, "noino/ws", lease_deadline_ms(WAIT_MS), NULL, NULL) < 0)
+		return NI_REVOKE;
+	if (!tu_wait_readable(lease_loss_fd(l), WAIT_MS) ||
+	    lease_loss_reason(l) != LEASE_LOSS_REVOKED)
+		return NI_LOSS;
+	/* Well under the 1 s sweep: the bell rang. */
+	if (lease_now_ns() - t0 > 500 * 1000000LL)
+		return NI_SLOW;
+	/* A successor waits (polling: no instance) until the holder lets go. */
+	if (pthread_create(&thr, NULL, release_soon, l) != 0)
+		return NI_WAITER;
+	r = lease_acquire(b, "noino/ws", lease_deadline_ms(WAIT_MS), &w, NULL);
+	pthread_join(thr, NULL);
+	if (r < 0 || lease_epoch(w) != lease_epoch(l) + 2)
+		return NI_REACQUIRE;
+	/* The revoker's wait for the fence also works by polling. */
+	if (pthread_create(&thr, NULL, release_on_loss, w) != 0)
+		return NI_WAITER;
+	r = lease_revoke(a, "noino/ws", lease_deadline_ms(WAIT_MS), &fence, NULL);
+	pthread_join(thr, NULL);
+	if (r < 0 || fence != LEASE_FENCE_ACKED)
+		return NI_REVOKE;
+	lease_free(w);
+	lease_free(l);
+	lease_store_close(a);
+	lease_store_close(b);
+	return NI_OK;
+}
+
+static void test_without_inotify(void **state)
+{
+	struct ctx *c = *state;
+	int st = 0;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(no_inotify_child(c->uri));
+	c->kids[0] = pid;
+	assert_true(wait_child(pid, 4 * WAIT_MS, &st));
+	c->kids[0] = 0;
+	assert_true(WIFEXITED(st));
+	if (WEXITSTATUS(st) == NI_SKIP)
+		skip();
+	if (WEXITSTATUS(st) != NI_OK)
+		fail_msg("without inotify: step %d failed", WEXITSTATUS(st));
+}
+
 /* ---- layout --------------------------------------------------------- */
 
 static int count_cb(const struct lease_info *info, void *ud)
@@ -731,7 +869,13 @@ static void test_nested_names_and_files(void **state)
 	ino_t ino;
 	assert_int_equal(stat(lock, &sb), 0);
 	ino = sb.st_ino;
+	/* The holder's bell is a socket beside the record, gone at release. */
+	char *bell = rec_path(c, "deep/a/b/c", ".bell");
+	assert_int_equal(lstat(bell, &sb), 0);
+	assert_true(S_ISSOCK(sb.st_mode));
 	lease_free(l);
+	assert_int_equal(lstat(bell, &sb), -1);
+	free(bell);
 	/* The lock file is never replaced or deleted. */
 	assert_int_equal(stat(lock, &sb), 0);
 	assert_int_equal(sb.st_ino, ino);
@@ -774,6 +918,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_leftover_tmp_ignored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nested_names_and_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_directory, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hand_edits_noticed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_without_inotify, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("file-backend", tests, NULL, NULL);

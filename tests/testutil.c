@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -96,4 +97,17 @@ struct lease_store *tu_open_store(const char *backend, char **dir_out)
 const char *tu_last_uri(void)
 {
 	return last_uri;
+}
+
+int tu_write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), r = 0;
+	size_t n = strlen(text);
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, n) != (ssize_t)n)
+		r = -errno;
+	close(fd);
+	return r;
 }

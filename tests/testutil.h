@@ -15,6 +15,8 @@ char *tu_mkdtemp(const char *tag);
 void tu_rmrf(const char *path);
 /* Wait for fd to become readable; true if it did within timeout_ms. */
 bool tu_wait_readable(int fd, int timeout_ms);
+/* Write `text` to an existing file (procfs knobs): 0 or -errno. */
+int tu_write_file(const char *path, const char *text);
 /*
  * Open a fresh, empty store of the given backend ("mem", "file", "etcd").
  * file: a new temp lease dir (returned in *dir_out, caller frees/removes).
