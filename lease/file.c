@@ -50,8 +50,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "backend.h"
 
 #define REC_MAGIC "leasefs-lease-record v1"
@@ -274,13 +272,10 @@ static int open_lockfile(struct file_store *fs, const char *name, bool create)
 
 static int sha256_hex(const char *data, size_t len, char out[65])
 {
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
+	uint8_t md[32];
 
-	if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) ||
-	    mdlen != 32)
-		return -EIO;
-	for (unsigned int i = 0; i < mdlen; i++)
+	lease_sha256(data, len, md);
+	for (unsigned int i = 0; i < sizeof(md); i++)
 		snprintf(out + 2 * i, 3, "%02x", md[i]);
 	return 0;
 }

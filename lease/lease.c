@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Generic lease layer: errors, time, store dispatch, the lease object. */
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +65,84 @@ static const struct lease_backend *backend_for(const char *uri,
 	return NULL;
 }
 
+#ifdef LEASEFS_MODULE_DIR
+/*
+ * Backends kept in a loadable module, so that a process maps their
+ * libraries only when it uses them.  The module is looked for beside the
+ * executable (a build tree), then in LEASEFS_MODULE_DIR; it is loaded
+ * once and never unloaded.
+ */
+static const struct {
+	const char *scheme, *module, *symbol;
+} modular[] = {
+	{ "etcd", "leasefs-etcd.so", "lease_backend_etcd" },
+	{ "etcds", "leasefs-etcd.so", "lease_backend_etcds" },
+};
+
+/* lock protects nothing but the dlopen of a module, which must happen
+ * once even when stores are opened from several threads. */
+static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *module_open(const char *module, char *why, size_t whysz)
+{
+	char exe[PATH_MAX], path[PATH_MAX + 64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+	void *h = NULL;
+
+	if (n > 0) {
+		exe[n] = '\0';
+		slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(path, sizeof(path), "%s/%s", exe, module);
+			if (access(path, F_OK) == 0)
+				h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+		}
+	}
+	if (!h) {
+		snprintf(path, sizeof(path), "%s/%s", LEASEFS_MODULE_DIR, module);
+		h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	}
+	if (!h)
+		snprintf(why, whysz, "%s", dlerror());
+	return h;
+}
+
+static const struct lease_backend *module_backend(const char *uri,
+						  const char **rest,
+						  struct lease_err *err,
+						  int *r)
+{
+	char why[512] = "";
+
+	*r = 0;
+	for (size_t i = 0; i < sizeof(modular) / sizeof(modular[0]); i++) {
+		size_t n = strlen(modular[i].scheme);
+		const struct lease_backend *be = NULL;
+		void *h;
+
+		if (strncmp(uri, modular[i].scheme, n) != 0 ||
+		    (uri[n] != '\0' && uri[n] != ':'))
+			continue;
+		*rest = uri[n] ? uri + n + 1 : "";
+		pthread_mutex_lock(&module_lock);
+		h = module_open(modular[i].module, why, sizeof(why));
+		if (h)
+			be = dlsym(h, modular[i].symbol);
+		pthread_mutex_unlock(&module_lock);
+		if (!be)
+			*r = lease_err_set(err, LEASE_E_IO, -ENOENT, NULL,
+					   "the %s: store needs the module %s, "
+					   "which cannot be loaded: %s",
+					   modular[i].scheme, modular[i].module,
+					   h ? "symbol missing" : why);
+		return be;
+	}
+	return NULL;
+}
+#endif
+
 static char *dup_opt(const char *s)
 {
 	return s ? strdup(s) : NULL;
@@ -101,10 +182,17 @@ int lease_store_open(const char *uri, const struct lease_store_opts *opts,
 		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
 				     "empty lease store URI");
 	be = backend_for(uri, &rest);
+#ifdef LEASEFS_MODULE_DIR
+	if (!be) {
+		be = module_backend(uri, &rest, err, &r);
+		if (r < 0)
+			return r;
+	}
+#endif
 	if (!be)
 		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
 				     "unknown lease store URI '%s' (expected file:DIR, mem:"
-#ifdef LEASEFS_HAVE_ETCD
+#if defined(LEASEFS_HAVE_ETCD) || defined(LEASEFS_MODULE_DIR)
 				     ", etcd://HOST:PORT or etcds://HOST:PORT"
 #endif
 				     ")", uri);

@@ -85,6 +85,9 @@ int lease_session_name(const char *uuid, char *out, size_t outsz);
 int lease_uuid_random(char *out, size_t outsz);
 bool lease_uuid_valid(const char *uuid);
 
+/* SHA-256 of data (FIPS 180-4). */
+void lease_sha256(const void *data, size_t len, uint8_t out[32]);
+
 /* ---- OFD locks, waited for on events -------------------------------- */
 /*
  * Take an OFD lock of `type` on [start, start+len) of fd (len 0: to the

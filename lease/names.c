@@ -11,7 +11,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
 
 #include "lease.h"
 
@@ -231,15 +230,13 @@ int lease_canonical_root(const char *path, char *out, size_t outsz)
 int lease_root_name(const char *canonical_root, char *out, size_t outsz)
 {
 	static const char hex[] = "0123456789abcdef";
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
+	const unsigned int mdlen = 32;
 	size_t plen = sizeof(ROOT_PREFIX) - 1;
+	uint8_t md[32];
 
 	if (!canonical_root || !*canonical_root || !out)
 		return -EINVAL;
-	if (!EVP_Digest(canonical_root, strlen(canonical_root), md, &mdlen,
-			EVP_sha256(), NULL))
-		return -EIO;
+	lease_sha256(canonical_root, strlen(canonical_root), md);
 	if (outsz < plen + 2 * (size_t)mdlen + 1)
 		return -ERANGE;
 	memcpy(out, ROOT_PREFIX, plen);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
 
 #include "lease.h"
 #include "testutil.h"
@@ -332,9 +333,61 @@ static void test_session_name(void **state)
 	assert_int_equal(lease_session_name(u, name, 45), -ERANGE);
 }
 
+/* ---- SHA-256 -------------------------------------------------------- */
+
+static void hex32(const uint8_t md[32], char out[65])
+{
+	for (int i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* FIPS 180-4 examples (one block, two blocks). */
+static void test_sha256_known_answers(void **state)
+{
+	uint8_t md[32];
+	char hex[65];
+
+	(void)state;
+	lease_sha256("abc", 3, md);
+	hex32(md, hex);
+	assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223"
+				 "b00361a396177a9cb410ff61f20015ad");
+	lease_sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+		     56, md);
+	hex32(md, hex);
+	assert_string_equal(hex, "248d6a61d20638b8e5c026930c3e6039"
+				 "a33ce45964ff2167f6ecedd419db06c1");
+	lease_sha256("", 0, md);
+	hex32(md, hex);
+	assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb924"
+				 "27ae41e4649b934ca495991b7852b855");
+}
+
+/* Every length across the padding boundaries, against OpenSSL. */
+static void test_sha256_matches_openssl(void **state)
+{
+	static uint8_t buf[1100];
+	uint8_t ours[32], ref[32];
+	unsigned int n = 0;
+
+	(void)state;
+	srand(7);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)rand();
+	for (size_t len = 0; len <= sizeof(buf); len++) {
+		lease_sha256(buf, len, ours);
+		assert_true(EVP_Digest(buf, len, ref, &n, EVP_sha256(), NULL));
+		assert_int_equal(n, 32);
+		if (memcmp(ours, ref, 32) != 0)
+			fail_msg("sha256 differs from OpenSSL at length %zu", len);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sha256_known_answers),
+		cmocka_unit_test(test_sha256_matches_openssl),
 		cmocka_unit_test(test_bad_empty),
 		cmocka_unit_test(test_bad_too_long),
 		cmocka_unit_test(test_bad_slashes),

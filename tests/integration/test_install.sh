@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `meson install` puts exactly the binary, leasefs(8) and the systemd
-# template in place; the man page lints clean and documents every command,
+# `meson install` puts exactly the binary, the etcd client module,
+# leasefs(8) and the systemd template in place; the installed binary loads
+# the module from LIBDIR/leasefs; the man page lints clean and documents every command,
 # option and variable; the unit verifies; and the installed tree mounts
 # through mount(8) and fstab (mount.fuse3), with `umount` giving the
 # ordered release.  The installed tree is bound over /usr/local inside a
@@ -11,7 +12,10 @@ BUILDDIR=$(dirname "$LEASEFS")
 D=$T/dest
 meson install -C "$BUILDDIR" --destdir "$D" --no-rebuild --quiet >/dev/null
 files=$(cd "$D" && find . -type f | sort | tr '\n' ' ')
-want="./usr/local/bin/leasefs ./usr/local/lib/systemd/system/leasefs@.service ./usr/local/share/man/man8/leasefs.8 "
+libdir=$(meson introspect "$BUILDDIR" --buildoptions | python3 -c '
+import json, sys
+print([o["value"] for o in json.load(sys.stdin) if o["name"] == "libdir"][0])')
+want="./usr/local/bin/leasefs ./usr/local/lib/systemd/system/leasefs@.service ./usr/local/$libdir/leasefs/leasefs-etcd.so ./usr/local/share/man/man8/leasefs.8 "
 [ "$files" = "$want" ] || fail "installed: $files"
 ok "installed exactly: $files"
 
@@ -51,6 +55,12 @@ unshare -m --propagation private bash -euo pipefail -c '
 		[ -z "$out" ] || fail "verify $unit: $out"
 	done
 	echo "ok: systemd-analyze verify: template and instance clean"
+	# Nothing listens on port 9: the module loaded if the store is what fails.
+	out=$(/usr/local/bin/leasefs lease list --leases=etcd://127.0.0.1:9 2>&1) &&
+		fail "etcd on a closed port: accepted"
+	grep -q "module" <<<"$out" && fail "installed binary: $out"
+	grep -qi "127.0.0.1:9" <<<"$out" || fail "installed binary, etcd: $out"
+	echo "ok: the installed binary loads its etcd module: $out"
 	lease_state() { /usr/local/bin/leasefs lease show --leases="file:$L" "$1" |
 			awk "/^state:/ { print \$2 }"; }
 	for how in mount8 fstab; do
