@@ -38,6 +38,13 @@
 #include "gate.h"
 #include "session.h"
 
+/* Descriptors a daemon keeps for itself, outside the inodes' budget:
+ * control clients and watchers, leases and their bells, eventfds, the
+ * FUSE device, directory streams. */
+#define FD_RESERVE 160
+/* A lower open files limit leaves too few for the inodes: refused before
+ * anything is taken. */
+#define FD_MIN 256
 #define DRAIN_TIMEOUT_MS 10000
 #define FENCE_STEP_MS 200
 #define RO_RETRY_MIN_MS 50
@@ -56,6 +63,9 @@ struct daemon {
 	int64_t acquire_deadline; /* --wait, absolute; bounds the host lock too */
 	int hostlock_fd;         /* event thread closes it on loss; teardown after join */
 	int event_fd;            /* umount requests and loss, for the event thread */
+	/* To the waiting parent, until on_serving() (a FUSE worker) reports;
+	 * the main thread reads it only after the workers are joined. */
+	int report_fd;
 	int signal_fd;
 	pthread_t event_thread;
 	bool event_thread_started;
@@ -447,15 +457,22 @@ static struct lfs_config policy_for(enum coord_placement p, const char *root)
 {
 	bool sole_writer = p != COORD_SHARED;
 	const char *budget = getenv("LEASEFS_INODE_FDS");
+	struct rlimit rl = { .rlim_cur = RLIM_INFINITY };
+	long fds = 0;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		fds = (long)rl.rlim_cur - FD_RESERVE;
 
 	return (struct lfs_config){
 		.root = root,
 		.entry_timeout = sole_writer ? 86400.0 : 1.0,
 		.attr_timeout = sole_writer ? 86400.0 : 1.0,
 		.keep_cache = sole_writer,
-		.fd_budget = budget ? strtol(budget, NULL, 10) : 0,
+		.fd_budget = budget ? strtol(budget, NULL, 10) : fds,
 	};
 }
+
+static void on_serving(void *ud);
 
 /* Compose the layers (passthrough, gate in front) into a FUSE session and
  * mount it. */
@@ -472,7 +489,8 @@ static int open_fs(struct daemon *d, struct lfs_err *err)
 		return lfs_fail(err, EXIT_FAIL, r,
 				     "cannot start the filesystem on %s: %s",
 				     cfg.root, strerror(-r));
-	d->sess = (struct lfs_session){ .fs = d->fs, .gate = d->gate };
+	d->sess = (struct lfs_session){ .fs = d->fs, .gate = d->gate,
+					.serving = on_serving, .serving_ud = d };
 	r = build_fuse_args(d->opts, cfg.root, &args);
 	if (r == 0) {
 		d->se = fuse_session_new(&args, gate_ops(d->gate),
@@ -611,29 +629,43 @@ static void raise_nofile(void)
  * modes taken as sent (each worker applies the caller's umask itself),
  * and, when privileged, no supplementary groups a caller could borrow.
  */
-static int process_setup(void)
+static int process_setup(struct lfs_err *err)
 {
+	struct rlimit rl;
+
 	raise_nofile();
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < FD_MIN)
+		return lfs_fail(err, EXIT_FAIL, -EMFILE, "the open files limit "
+				"is %llu; a mount needs at least %d",
+				(unsigned long long)rl.rlim_cur, FD_MIN);
 	umask(0);
 	if (geteuid() == 0 && setgroups(0, NULL) < 0)
-		return -errno;
+		return lfs_fail(err, EXIT_FAIL, -errno, "cannot drop "
+				"supplementary groups: %s", strerror(errno));
 	return 0;
+}
+
+/* The kernel's INIT is answered: the waiting parent may return. */
+static void on_serving(void *ud)
+{
+	struct daemon *d = ud;
+
+	report(&d->report_fd, EXIT_OK);
+	if (!d->opts->foreground)
+		detach_stdio();
 }
 
 static int run_daemon(struct mount_opts *o, int report_fd)
 {
 	struct daemon d = { .opts = o, .hostlock_fd = -1, .signal_fd = -1,
-			    .event_fd = -1 };
+			    .event_fd = -1, .report_fd = -1 };
 	struct lfs_err err = { 0 };
 	int r, code;
 
 	d.acquire_deadline = lease_deadline_ms((int64_t)(o->wait_s * 1000));
-	r = process_setup();
-	if (r < 0) {
-		lfs_fail(&err, EXIT_FAIL, r,
-			      "cannot drop supplementary groups: %s", strerror(-r));
+	r = process_setup(&err);
+	if (r < 0)
 		goto fail;
-	}
 	r = block_signals(&d);
 	if (r < 0) {
 		lfs_fail(&err, EXIT_FAIL, r,
@@ -649,10 +681,17 @@ static int run_daemon(struct mount_opts *o, int report_fd)
 	r = start_services(&d, &err);
 	if (r < 0)
 		goto fail;
-	report(&report_fd, EXIT_OK);
-	if (!o->foreground)
-		detach_stdio();
+	d.report_fd = report_fd;
 	r = session_run(d.se, 0);
+	/* The loop has joined its workers: on_serving() ran, or never will. */
+	report_fd = d.report_fd;
+	if (report_fd >= 0) {
+		/* Without a worker nothing answered INIT. */
+		r = lfs_fail(&err, EXIT_FAIL, -EAGAIN, "cannot start serving "
+			     "%s: no FUSE worker thread could start",
+			     o->mountpoint);
+		goto fail;
+	}
 	if (r < 0)
 		fprintf(stderr, "leasefs: session loop: %s\n", strerror(-r));
 	code = teardown(&d) == 0 && r == 0 ? EXIT_OK : EXIT_FAIL;

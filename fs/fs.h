@@ -38,6 +38,10 @@ struct gate;
 struct lfs_session {
 	struct lfs *fs;
 	struct gate *gate;
+	/* Called once, from the worker answering the kernel's INIT: from
+	 * here on the mount serves.  NULL: nobody asks. */
+	void (*serving)(void *ud);
+	void *serving_ud;
 };
 
 /* Open ROOT and build the inode table; no FUSE session yet.  0 or -errno

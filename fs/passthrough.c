@@ -1095,7 +1095,8 @@ static void want(struct fuse_conn_info *conn, unsigned caps)
 
 static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 {
-	struct lfs *fs = ((struct lfs_session *)userdata)->fs;
+	struct lfs_session *sess = userdata;
+	struct lfs *fs = sess->fs;
 	bool excl = atomic_load(&fs->keep_cache);
 
 	/* Splice both ways.  Measured on 2 cores, interleaved: 512 MiB
@@ -1126,6 +1127,8 @@ static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 		want(conn, FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_AUTO_INVAL_DATA);
 	}
 	conn->max_write = LFS_MAX_WRITE;
+	if (sess->serving)
+		sess->serving(sess->serving_ud);
 }
 
 static const struct fuse_lowlevel_ops passthrough_ops = {

@@ -1437,7 +1437,7 @@ static int etcd_revoke(struct lease_store *st, const char *name,
 	for (int i = 0; i < 5 && r == 1; i++)
 		r = revoke_once(es, name, deadline, epoch, err);
 	if (r == 1)
-		r = lease_err_set(err, LEASE_E_IO, -EAGAIN, name,
+		r = lease_err_set(err, LEASE_E_IO, -ESTALE, name,
 				  "lease '%s' kept changing hands", name);
 	return r;
 }

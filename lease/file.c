@@ -1100,10 +1100,8 @@ static int grant(struct lease_store *store, const char *name, int lock_fd,
 		r = hub_add(fs, fl);
 	if (r < 0) {
 		r = lease_err_set(err, LEASE_E_IO, r, name,
-				  "cannot watch lease '%s': %s%s", name,
-				  strerror(-r), r == -EMFILE ? " (open files: "
-				  "RLIMIT_NOFILE, ulimit -n)" : r == -EAGAIN ?
-				  " (threads: ulimit -u, kernel.threads-max)" : "");
+				  "cannot watch lease '%s': %s", name,
+				  strerror(-r));
 		goto err_free;
 	}
 	r = rec_write(fs, name, &rec, err);
@@ -1150,7 +1148,7 @@ static int lock_current(struct file_store *fs, const char *name,
 			return fd;
 		close(fd);
 	}
-	return lease_err_set(err, LEASE_E_IO, -EAGAIN, name, "lock file of "
+	return lease_err_set(err, LEASE_E_IO, -ESTALE, name, "lock file of "
 			     "'%s' keeps being replaced", name);
 }
 
