@@ -482,9 +482,14 @@ static int write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-/* Write tmp, fsync, rename over NAME.rec.  Caller holds the record lock. */
+static void bell_ring(struct file_store *fs, const char *name);
+
+/* Write tmp, fsync, rename over NAME.rec.  Caller holds the record lock.
+ * With `ring`, NAME's holder is told as soon as the record is in place,
+ * before the directory's fsync: telling it early is safe, since a holder
+ * that hears of loss only ever stops writing. */
 static int rec_replace(struct file_store *fs, const char *name, const char *data,
-		       size_t len)
+		       size_t len, bool ring)
 {
 	char rel[LEASE_NAME_MAX + 16], tmp[LEASE_NAME_MAX + 16];
 	int fd, dfd, r;
@@ -509,6 +514,8 @@ static int rec_replace(struct file_store *fs, const char *name, const char *data
 		r = -errno;
 		goto out_unlink;
 	}
+	if (ring)
+		bell_ring(fs, name);
 	dfd = open_parent(fs->dirfd, name);
 	if (dfd < 0)
 		return dfd;
@@ -520,19 +527,26 @@ out_unlink:
 	return r;
 }
 
-/* Durably store `rec` as NAME's record.  Caller holds the record lock. */
-static int rec_write(struct file_store *fs, const char *name,
-		     const struct rec *rec, struct lease_err *err)
+/* Durably store `rec` as NAME's record, ringing its holder's bell if
+ * `ring`.  Caller holds the record lock. */
+static int rec_store(struct file_store *fs, const char *name,
+		     const struct rec *rec, bool ring, struct lease_err *err)
 {
 	char buf[REC_MAX];
 	int n = rec_format(buf, sizeof(buf), name, rec);
-	int r = n < 0 ? n : rec_replace(fs, name, buf, (size_t)n);
+	int r = n < 0 ? n : rec_replace(fs, name, buf, (size_t)n, ring);
 
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, name,
 				     "cannot write lease record for '%s' in %s: %s",
 				     name, fs->dir, strerror(-r));
 	return 0;
+}
+
+static int rec_write(struct file_store *fs, const char *name,
+		     const struct rec *rec, struct lease_err *err)
+{
+	return rec_store(fs, name, rec, false, err);
 }
 
 /* ---- doorbell ------------------------------------------------------- */
@@ -1356,9 +1370,7 @@ static int file_revoke(struct lease_store *store, const char *name,
 	}
 	*epoch = rec.epoch++;
 	rec.state = LEASE_STATE_REVOKED;
-	r = rec_write(fs, name, &rec, err);
-	if (r == 0)
-		bell_ring(fs, name);
+	r = rec_store(fs, name, &rec, true, err);
 out_close:
 	close(fd);
 	return r;
