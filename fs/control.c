@@ -34,6 +34,7 @@
 #include <json-c/json.h>
 
 #include "daemon.h"
+#include "transport.h"
 #include "gate.h"
 
 #define CTL_DIR LEASEFS_RUN_DIR "/ctl"
@@ -128,6 +129,23 @@ static void add_time(json_object *o)
 	add_str(o, "time", buf);
 }
 
+/* What INIT settled with the kernel: which features are active. */
+static json_object *fuse_features(const struct transport *t)
+{
+	struct transport_state st;
+	json_object *o = json_object_new_object();
+
+	transport_state(t, &st);
+	add_str(o, "transport", "dev-fuse");
+	json_object_object_add(o, "kernel_minor",
+			       json_object_new_int((int)st.kernel_minor));
+	json_object_object_add(o, "io_uring", json_object_new_boolean(st.io_uring));
+	json_object_object_add(o, "killpriv_v2",
+			       json_object_new_boolean(st.killpriv_v2));
+	json_object_object_add(o, "tmpfile", json_object_new_boolean(st.tmpfile));
+	return o;
+}
+
 /* The status object: the keys of `leasefs status --json`; a watcher's
  * lines also carry the time and, once lost, the reason. */
 static void write_status_ext(const struct daemon_info *in, FILE *f,
@@ -147,6 +165,8 @@ static void write_status_ext(const struct daemon_info *in, FILE *f,
 	add_str(o, "state", public_state(coord_state(c)));
 	add_str(o, "backend", in->backend);
 	json_object_object_add(o, "pid", json_object_new_int(getpid()));
+	if (!for_watch && in->transport)
+		json_object_object_add(o, "fuse", fuse_features(in->transport));
 	if (for_watch) {
 		add_time(o);
 		if (coord_loss_reason(c) != LEASE_LOSS_NONE)

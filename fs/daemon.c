@@ -34,6 +34,7 @@
 #include "fs.h"
 #include "gate.h"
 #include "session.h"
+#include "transport.h"
 #include "fs.h"
 #include "gate.h"
 #include "session.h"
@@ -45,6 +46,8 @@
 /* A lower open files limit leaves too few for the inodes: refused before
  * anything is taken. */
 #define FD_MIN 256
+/* FUSE_HANDLE_KILLPRIV_V2 when the kernel offers it (README: measured). */
+#define KILLPRIV_V2_DEFAULT true
 #define DRAIN_TIMEOUT_MS 10000
 #define FENCE_STEP_MS 200
 #define RO_RETRY_MIN_MS 50
@@ -59,6 +62,7 @@ struct daemon {
 	struct gate *gate;
 	struct lfs_session sess;  /* the session's userdata */
 	struct fuse_session *se;
+	struct transport *transport;
 	struct control *ctl;
 	int64_t acquire_deadline; /* --wait, absolute; bounds the host lock too */
 	int hostlock_fd;         /* event thread closes it on loss; teardown after join */
@@ -474,6 +478,14 @@ static struct lfs_config policy_for(enum coord_placement p, const char *root)
 
 static void on_serving(void *ud);
 
+/* "0" or "1" in the environment, else `dflt` (for A/B runs and tests). */
+static bool env_flag(const char *name, bool dflt)
+{
+	const char *v = getenv(name);
+
+	return v && (v[0] == '0' || v[0] == '1') && !v[1] ? v[0] == '1' : dflt;
+}
+
 /* Compose the layers (passthrough, gate in front) into a FUSE session and
  * mount it. */
 static int open_fs(struct daemon *d, struct lfs_err *err)
@@ -505,6 +517,16 @@ static int open_fs(struct daemon *d, struct lfs_err *err)
 	if (fuse_session_mount(d->se, d->opts->mountpoint) != 0)
 		return lfs_fail(err, EXIT_FAIL, -EIO,
 				     "cannot mount on %s", d->opts->mountpoint);
+	r = transport_new(d->se, &(struct transport_opts){
+				  .killpriv_v2 = env_flag("LEASEFS_KILLPRIV_V2",
+							  KILLPRIV_V2_DEFAULT),
+				  .tmpfile = env_flag("LEASEFS_TMPFILE", true) },
+			  &d->transport);
+	if (r < 0)
+		return lfs_fail(err, EXIT_FAIL, r, "cannot set up the FUSE "
+				"transport on %s: %s", d->opts->mountpoint,
+				strerror(-r));
+	d->sess.transport = d->transport;
 	return 0;
 }
 
@@ -513,6 +535,7 @@ static int start_services(struct daemon *d, struct lfs_err *err)
 	struct daemon_info info = {
 		.coord = d->coord,
 		.gate = d->gate,
+		.transport = d->transport,
 		.metrics_dir = d->opts->metrics_dir,
 		.backend = d->opts->leases,
 		.mountpoint = d->opts->mountpoint,
@@ -556,6 +579,7 @@ static int teardown(struct daemon *d)
 	control_stop(d->ctl);
 	if (d->se)
 		fuse_session_destroy(d->se);
+	transport_free(d->transport);
 	gate_free(d->gate);
 	lfs_free(d->fs);
 	coord_free(d->coord);
@@ -682,7 +706,7 @@ static int run_daemon(struct mount_opts *o, int report_fd)
 	if (r < 0)
 		goto fail;
 	d.report_fd = report_fd;
-	r = session_run(d.se, 0);
+	r = transport_run(d.transport, 0);
 	/* The loop has joined its workers: on_serving() ran, or never will. */
 	report_fd = d.report_fd;
 	if (report_fd >= 0) {

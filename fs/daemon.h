@@ -58,6 +58,7 @@ struct gate;
 struct daemon_info {
 	struct coord *coord;
 	struct gate *gate;        /* request counters */
+	const struct transport *transport; /* negotiated FUSE features */
 	const char *metrics_dir;  /* NULL: no textfile */
 	const char *backend;      /* store URI */
 	const char *mountpoint;

@@ -32,12 +32,14 @@ struct lfs_config {
 
 struct lfs;
 struct gate;
+struct transport;
 
 /* What a session's userdata points to: the layers of one mount.  The
  * daemon builds it; each layer reads its own member. */
 struct lfs_session {
 	struct lfs *fs;
 	struct gate *gate;
+	struct transport *transport; /* its custom io finds itself here */
 	/* Called once, from the worker answering the kernel's INIT: from
 	 * here on the mount serves.  NULL: nobody asks. */
 	void (*serving)(void *ud);

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "lfs_int.h"
+#include "transport.h"
 
 #define LFS_MAX_WRITE (1u << 20)
 /* Cache timeouts (s) once the lease is lost: the root has a new owner. */
@@ -337,6 +338,53 @@ static int setattr_fn(void *a_)
 	return do_setattr(a->ifd, a->attr, a->valid, a->fi);
 }
 
+/*
+ * What the kernel asked for with a kill flag (FUSE_HANDLE_KILLPRIV_V2: the
+ * caller lacks CAP_FSETID): clear set-user-ID, and set-group-ID when group
+ * execute is set, as ext4 does.  As the daemon: a non-owner may not
+ * chmod.  The backing filesystem has already dropped any
+ * security.capability on the write or truncate itself.
+ */
+static int kill_suidgid(struct lfs *fs, int fd)
+{
+	char p[PROC_FD_PATH_MAX];
+	struct stat st;
+	mode_t m;
+
+	if (fstat(fd, &st) < 0)
+		return neg_errno();
+	m = st.st_mode & 07777 & ~(mode_t)S_ISUID;
+	if (m & S_IXGRP)
+		m &= ~(mode_t)S_ISGID;
+	if (!S_ISREG(st.st_mode) || m == (st.st_mode & 07777))
+		return 0;
+	if (fs->switch_creds)
+		act_as(fs->own_uid, fs->own_gid);
+	return chmod(proc_path(p, fd), m) < 0 ? neg_errno() : 0;
+}
+
+/*
+ * Whether a SETATTR's mode only clears set-user-ID/set-group-ID bits of
+ * the current mode: the kernel's own kill (on write, truncate or chown by
+ * a caller without CAP_FSETID, when KILLPRIV_V2 is off), which it has
+ * already allowed; a chmod by a non-owner never gets here (the kernel
+ * checks ownership first).  Applied as the daemon: a non-owner may not
+ * chmod the backing file itself.
+ */
+static bool mode_is_kill(int fd, mode_t want)
+{
+	const mode_t sxid = S_ISUID | S_ISGID;
+	struct stat st;
+	mode_t cur;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return false;
+	cur = st.st_mode & 07777;
+	want &= 07777;
+	return want != cur && (want & ~sxid) == (cur & ~sxid) &&
+	       (want & ~cur) == 0;
+}
+
 static void lfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			int valid, struct fuse_file_info *fi)
 {
@@ -346,8 +394,22 @@ static void lfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	int fd = inode_fd(fs, inode);
 	struct setattr_args a = { .ifd = fd, .attr = attr, .valid = valid,
 				  .fi = fi };
-	int rc = fd < 0 ? fd : as_caller(req, setattr_fn, &a);
+	bool kill = fd >= 0 && fs->switch_creds && (valid & FUSE_SET_ATTR_MODE) &&
+		    mode_is_kill(fd, attr->st_mode);
+	int rc;
 
+	if (kill)
+		a.valid &= ~FUSE_SET_ATTR_MODE;
+	rc = fd < 0 ? fd : as_caller(req, setattr_fn, &a);
+	if (!rc && kill) {
+		char p[PROC_FD_PATH_MAX];
+
+		act_as(fs->own_uid, fs->own_gid);
+		rc = chmod(proc_path(p, fd), attr->st_mode & 07777) < 0 ?
+			neg_errno() : 0;
+	}
+	if (!rc && transport_kill_suidgid())
+		rc = kill_suidgid(fs, fd);
 	if (!rc)
 		rc = stat_fd(fd, &st);
 	inode_fd_put(inode, fd);
@@ -606,6 +668,11 @@ static int make_file(void *a_)
 {
 	struct make_args *a = a_;
 
+	if ((a->open_flags & O_TMPFILE) == O_TMPFILE) {
+		/* Unnamed: in the directory itself, never under a name. */
+		a->fd_out = openat(a->dirfd, ".", a->open_flags, a->mode);
+		return a->fd_out < 0 ? neg_errno() : 0;
+	}
 	a->fd_out = openat(a->dirfd, a->name,
 			   a->open_flags | O_CREAT | O_EXCL | O_NOFOLLOW,
 			   a->mode);
@@ -627,6 +694,11 @@ static void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		.fd_out = -1,
 	};
 	struct fuse_entry_param e;
+
+	/* FUSE_TMPFILE, served by the transport as a create: O_EXCL there
+	 * means "never linkable" and is kept. */
+	if ((fi->flags & O_TMPFILE) == O_TMPFILE)
+		a.open_flags |= fi->flags & O_EXCL;
 	struct stat st;
 	int rc = a.dirfd;
 
@@ -679,7 +751,11 @@ static void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int rc = a.ifd < 0 ? a.ifd : as_caller(req, reopen_fn, &a);
 
 	inode_fd_put(inode, a.ifd);
+	if (rc == 0 && transport_kill_suidgid())
+		rc = kill_suidgid(fs, a.fd_out); /* an O_TRUNC open */
 	if (rc < 0) {
+		if (a.fd_out >= 0)
+			close(a.fd_out);
 		reply_err(req, rc);
 		return;
 	}
@@ -710,7 +786,15 @@ static void lfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	out.buf[0].fd = (int)fi->fh;
 	out.buf[0].pos = off;
+	/* As the caller: the backing filesystem clears set-user-ID and
+	 * capabilities on a write exactly as natively for this caller. */
+	act_as_caller(req);
 	n = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
+	if (n >= 0 && transport_kill_suidgid()) {
+		int k = kill_suidgid(req_fs(req), (int)fi->fh);
+
+		n = k < 0 ? k : n;
+	}
 	if (n < 0)
 		reply_err(req, (int)n);
 	else

@@ -1,18 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The FUSE session of one mount: mounting, the worker loop, unmounting,
- * and the read-only reconfigure after loss.  Mechanics only; which ops and
+ * The FUSE session of one mount: the read-only reconfigure after loss
+ * (the worker loop is the transport's, transport.h).  Mechanics only; which ops and
  * which policy is the daemon's choice.
  */
 #ifndef LEASEFS_SESSION_H
 #define LEASEFS_SESSION_H
 
 #include "fs.h"
-
-/* Serve until unmounted (session_unmount() from another thread, or an
- * external fusermount3 -u), with `threads` workers (0: one per CPU, at
- * least two).  0 or -errno. */
-int session_run(struct fuse_session *se, unsigned threads);
 
 /*
  * Make the superblock mounted at `mountpoint` read-only, so that statfs

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The FUSE wire beyond what libfuse 3.14 can ask for.  The transport owns
+ * the session's worker loop (fuse_session_receive_buf() and
+ * fuse_session_process_buf() on threads of its own) and its I/O (custom io
+ * on the mounted /dev/fuse fd), so that it can
+ *  - see the kernel's INIT and add to the reply the flags libfuse does not
+ *    know (FUSE_HANDLE_KILLPRIV_V2), when the kernel offers them;
+ *  - serve FUSE_TMPFILE, which libfuse answers ENOSYS, as a create of an
+ *    unnamed file (the passthrough's create with O_TMPFILE in its flags);
+ *  - pass the kernel's per-request "kill suid/sgid" flags, which libfuse
+ *    drops, to the passthrough (transport_kill_suidgid()).
+ * The kernel's structures come from its uapi header (<linux/fuse.h>).
+ */
+#ifndef LEASEFS_TRANSPORT_H
+#define LEASEFS_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fs.h"
+
+struct fuse_session;
+struct transport;
+
+/* What the daemon asks for; each is used only if the kernel offers it. */
+struct transport_opts {
+	bool killpriv_v2;
+	bool tmpfile;
+};
+
+/* What INIT settled (all false until the kernel's INIT was answered). */
+struct transport_state {
+	bool initialized;
+	uint32_t kernel_minor;     /* the kernel's protocol minor */
+	bool killpriv_v2;          /* the kernel clears nothing itself */
+	bool tmpfile;              /* open(O_TMPFILE) is served */
+	bool io_uring;             /* always false: not implemented */
+};
+
+/* On a mounted session (after fuse_session_mount()): installs the custom
+ * io.  0 or -errno. */
+int transport_new(struct fuse_session *se, const struct transport_opts *o,
+		  struct transport **out);
+void transport_free(struct transport *t);
+
+/* Serve with `threads` workers (0: the default) until the session ends.
+ * 0 or -errno. */
+int transport_run(struct transport *t, unsigned threads);
+
+void transport_state(const struct transport *t, struct transport_state *out);
+
+/* Whether the request this worker thread is processing carries the
+ * kernel's FUSE_WRITE_KILL_SUIDGID, FATTR_KILL_SUIDGID or
+ * FUSE_OPEN_KILL_SUIDGID: the caller lacks CAP_FSETID and the filesystem
+ * must clear set-user-ID (and set-group-ID with group execute) itself.
+ * Valid while one request is processed, on its worker thread. */
+bool transport_kill_suidgid(void);
+
+#endif
