@@ -68,7 +68,7 @@ wait_until 20 "$LEASEFS" status "$M" >/dev/null 2>&1 || fail "no status (SIGINT 
 kill -INT "$pid"
 rc=0; timeout 30 tail --pid="$pid" -f /dev/null || fail "daemon ignored SIGINT"
 wait "$pid" || rc=$?
-[ $rc -eq 0 ] || fail "daemon exit $rc after SIGINT"
+[ $rc -eq 0 ] || fail "daemon exit $rc after SIGINT: $(cat "$T/log2")"
 mountpoint -q "$M" && fail "still mounted after SIGINT"
 has_line "^state: free" "$LEASEFS" lease show "$root_lease" || fail "root not free after SIGINT"
 ok "SIGINT: exit 0, unmounted, root free"
