@@ -18,6 +18,8 @@
  */
 #include <errno.h>
 #include <grp.h>
+#include <linux/capability.h>
+#include <stdio.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/fsuid.h>
@@ -68,6 +70,35 @@ static int caller_groups(fuse_req_t req, gid_t **out)
 		free(g);
 		size = n;
 	}
+}
+
+bool caller_in_group(fuse_req_t req, gid_t gid)
+{
+	gid_t *g = NULL;
+	bool in = fuse_req_ctx(req)->gid == gid;
+	int n = in ? 0 : caller_groups(req, &g);
+
+	for (int i = 0; i < n && !in; i++)
+		in = g[i] == gid;
+	free(g);
+	return in;
+}
+
+bool caller_lacks_fsetid(fuse_req_t req)
+{
+	char path[64], line[256];
+	unsigned long long eff = 0;
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)fuse_req_ctx(req)->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return true;
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "CapEff: %llx", &eff) == 1;
+	fclose(f);
+	return !found || !(eff & (1ULL << CAP_FSETID));
 }
 
 /* Per-thread setgroups (the raw syscall; glibc's wrapper would change

@@ -151,6 +151,12 @@ int save_creds(struct lfs *fs);
 void act_as(uid_t uid, gid_t gid);
 /* This worker thread acts as req's caller (a privileged daemon only). */
 void act_as_caller(fuse_req_t req);
+/* Whether the caller of req is in group gid (its gid or a supplementary
+ * one; fetched from /proc, so only on rare paths). */
+bool caller_in_group(fuse_req_t req, gid_t gid);
+/* Whether the caller of req lacks CAP_FSETID (read from /proc: rare paths
+ * only; true when it cannot be told, so that bits are cleared, not kept). */
+bool caller_lacks_fsetid(fuse_req_t req);
 /* fn(arg) as the caller; with `mode`, under the caller's umask. */
 int as_caller_masked(fuse_req_t req, int (*fn)(void *), void *arg,
 		     mode_t *mode);

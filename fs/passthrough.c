@@ -341,12 +341,14 @@ static int setattr_fn(void *a_)
 /*
  * What the kernel asked for with a kill flag (FUSE_HANDLE_KILLPRIV_V2: the
  * caller lacks CAP_FSETID): clear set-user-ID, and set-group-ID when group
- * execute is set, as ext4 does.  As the daemon: a non-owner may not
- * chmod.  The backing filesystem has already dropped any
- * security.capability on the write or truncate itself.
+ * execute is set or the caller is not in the file's group, as the kernel
+ * does for ext4.  As the daemon: a non-owner may not chmod.  The backing
+ * filesystem has already dropped any security.capability on the write or
+ * truncate itself.
  */
-static int kill_suidgid(struct lfs *fs, int fd)
+static int kill_suidgid(fuse_req_t req, int fd)
 {
+	struct lfs *fs = req_fs(req);
 	char p[PROC_FD_PATH_MAX];
 	struct stat st;
 	mode_t m;
@@ -354,7 +356,8 @@ static int kill_suidgid(struct lfs *fs, int fd)
 	if (fstat(fd, &st) < 0)
 		return neg_errno();
 	m = st.st_mode & 07777 & ~(mode_t)S_ISUID;
-	if (m & S_IXGRP)
+	if ((m & S_ISGID) &&
+	    ((m & S_IXGRP) || !caller_in_group(req, st.st_gid)))
 		m &= ~(mode_t)S_ISGID;
 	if (!S_ISREG(st.st_mode) || m == (st.st_mode & 07777))
 		return 0;
@@ -408,8 +411,15 @@ static void lfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		rc = chmod(proc_path(p, fd), attr->st_mode & 07777) < 0 ?
 			neg_errno() : 0;
 	}
-	if (!rc && transport_kill_suidgid())
-		rc = kill_suidgid(fs, fd);
+	/* The kernel flags a truncate only for a caller without CAP_FSETID,
+	 * but every chown; a chown as the caller clears what the backing fs
+	 * clears for it, except for a uid 0 caller without CAP_FSETID, which
+	 * acts with the daemon's. */
+	if (!rc && transport_kill_suidgid() &&
+	    ((valid & FUSE_SET_ATTR_SIZE) ||
+	     ((valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
+	      fuse_req_ctx(req)->uid == 0 && caller_lacks_fsetid(req))))
+		rc = kill_suidgid(req, fd);
 	if (!rc)
 		rc = stat_fd(fd, &st);
 	inode_fd_put(inode, fd);
@@ -752,7 +762,7 @@ static void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	inode_fd_put(inode, a.ifd);
 	if (rc == 0 && transport_kill_suidgid())
-		rc = kill_suidgid(fs, a.fd_out); /* an O_TRUNC open */
+		rc = kill_suidgid(req, a.fd_out); /* an O_TRUNC open */
 	if (rc < 0) {
 		if (a.fd_out >= 0)
 			close(a.fd_out);
@@ -791,7 +801,7 @@ static void lfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 	act_as_caller(req);
 	n = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
 	if (n >= 0 && transport_kill_suidgid()) {
-		int k = kill_suidgid(req_fs(req), (int)fi->fh);
+		int k = kill_suidgid(req, (int)fi->fh);
 
 		n = k < 0 ? k : n;
 	}

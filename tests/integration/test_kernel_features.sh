@@ -5,8 +5,9 @@
 #  (b) O_TMPFILE: open, write, linkat into the tree (as natively, an
 #      O_EXCL one cannot be linked), and EROFS after loss;
 #  (c) suid/sgid/capability clearing identical to the backing filesystem
-#      used directly (ext4 here): write, truncate, ftruncate, O_TRUNC open
-#      and chown, by root, the owner and a non-owner, on 04777, 02777,
+#      used directly (ext4 here): write (small, and large enough to arrive
+#      spliced), truncate, ftruncate, O_TRUNC open and chown, by root, root
+#      without CAP_FSETID, the owner and a non-owner, on 04777, 02777,
 #      02767 (set-group-ID without group execute), 06777 and a file with
 #      a security.capability - with KILLPRIV_V2 on and off.
 # A feature the kernel does not offer is reported as SKIP, never passed.
@@ -64,8 +65,18 @@ fi
 # whether security.capability survived, seen on the backing file and
 # through the mount.  Each case starts from a fresh file owned by 1234.
 cat >"$T/case.py" <<'PY'
-import errno, os, struct, sys
+import ctypes, errno, os, struct, sys
 base, view, op, who, mode, cap = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5], 8), sys.argv[6] == "1"
+
+def drop_fsetid():
+    """uid 0 without CAP_FSETID (a capability-less root, as in containers)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    data = (ctypes.c_uint32 * 6)()
+    assert libc.capget(hdr, data) == 0
+    data[0] &= ~(1 << 4)  # effective
+    data[1] &= ~(1 << 4)  # permitted
+    assert libc.capset(hdr, data) == 0
 name = "f-%s-%d-%o-%d" % (op, who, mode, cap)
 path = os.path.join(base, name)
 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -79,10 +90,14 @@ os.stat(path)  # through the mount: the kernel now has these attributes
 pid = os.fork()
 if pid == 0:
     try:
-        if who:
+        if who == -1:
+            drop_fsetid()
+        elif who:
             os.setgroups([]); os.setgid(who); os.setuid(who)
         if op == "write":
             fd = os.open(path, os.O_WRONLY); os.write(fd, b"x"); os.close(fd)
+        elif op == "bigwrite":  # large enough to arrive spliced
+            fd = os.open(path, os.O_WRONLY); os.write(fd, b"y" * (256 << 10)); os.close(fd)
         elif op == "truncate":
             os.truncate(path, 3)
         elif op == "ftruncate":
@@ -107,8 +122,8 @@ print("%s who=%d mode=%o cap=%d: rc=%d mode=%o/%o cap=%d/%d" % (op, who, mode, c
       seen.st_mode & 0o7777, backing.st_mode & 0o7777, hascap(path), hascap(os.path.join(view, name))))
 PY
 run_matrix() { # DIR_USED DIR_BACKING
-	for op in write truncate ftruncate otrunc chown; do
-		for who in 0 1234 1235; do
+	for op in write bigwrite truncate ftruncate otrunc chown; do
+		for who in 0 -1 1234 1235; do
 			for mode in 4777 2777 2767 6777; do
 				python3 "$T/case.py" "$1" "$2" $op $who $mode 0
 			done
@@ -121,13 +136,21 @@ run_matrix "$M" "$R" >"$T/kp2.txt"
 run_matrix "$M0" "$R0" >"$T/kp0.txt"
 cleared=$(grep -c 'who=1235 mode=4777 cap=0: rc=0 mode=777' "$T/native.txt" || true)
 [ "$cleared" -gt 0 ] || fail "natively nothing was cleared: the matrix tests nothing"
+grep -q 'bigwrite who=-1 mode=4777 cap=0: rc=0 mode=777' "$T/native.txt" ||
+	fail "natively root without CAP_FSETID kept set-user-ID: the case tests nothing"
+# With KILLPRIV_V2 off the kernel does not say that a uid 0 caller lacks
+# CAP_FSETID (README: a known gap of that mode): compared without it.
+grep -v 'who=-1 ' "$T/native.txt" >"$T/native-kp0.txt"
+grep -v 'who=-1 ' "$T/kp0.txt" >"$T/kp0-cmp.txt"
+cp "$T/kp2.txt" "$T/kp2-cmp.txt"
+cp "$T/native.txt" "$T/native-kp2.txt"
 for f in kp2 kp0; do
-	if ! diff -u "$T/native.txt" "$T/$f.txt" >"$T/$f.diff"; then
+	if ! diff -u "$T/native-$f.txt" "$T/$f-cmp.txt" >"$T/$f.diff"; then
 		cat "$T/$f.diff" >&2
 		fail "$f: suid/sgid/capability handling differs from the backing filesystem"
 	fi
 done
-ok "suid/sgid/capability after write, truncate, ftruncate, O_TRUNC and chown by root, owner and non-owner: identical to the backing filesystem, KILLPRIV_V2 on and off ($(wc -l <"$T/native.txt") cases each)"
+ok "suid/sgid/capability after write, large write, truncate, ftruncate, O_TRUNC and chown by root, root without CAP_FSETID, owner and non-owner: identical to the backing filesystem: KILLPRIV_V2 on, $(wc -l <"$T/native-kp2.txt") cases; off, $(wc -l <"$T/native-kp0.txt") cases (no root without CAP_FSETID)"
 
 # --- after loss -----------------------------------------------------------------
 lease=$(status_of "$M" lease)
