@@ -346,10 +346,19 @@ static int setattr_fn(void *a_)
  * filesystem has already dropped any security.capability on the write or
  * truncate itself.
  */
+/* chmod as the daemon, for clearing bits the kernel has already allowed
+ * to be cleared (the caller may not be the owner). */
+static int chmod_as_daemon(struct lfs *fs, int fd, mode_t m)
+{
+	char p[PROC_FD_PATH_MAX];
+
+	if (fs->switch_creds)
+		act_as(fs->own_uid, fs->own_gid);
+	return chmod(proc_path(p, fd), m) < 0 ? neg_errno() : 0;
+}
+
 static int kill_suidgid(fuse_req_t req, int fd)
 {
-	struct lfs *fs = req_fs(req);
-	char p[PROC_FD_PATH_MAX];
 	struct stat st;
 	mode_t m;
 
@@ -361,9 +370,7 @@ static int kill_suidgid(fuse_req_t req, int fd)
 		m &= ~(mode_t)S_ISGID;
 	if (!S_ISREG(st.st_mode) || m == (st.st_mode & 07777))
 		return 0;
-	if (fs->switch_creds)
-		act_as(fs->own_uid, fs->own_gid);
-	return chmod(proc_path(p, fd), m) < 0 ? neg_errno() : 0;
+	return chmod_as_daemon(req_fs(req), fd, m);
 }
 
 /*
@@ -404,13 +411,8 @@ static void lfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (kill)
 		a.valid &= ~FUSE_SET_ATTR_MODE;
 	rc = fd < 0 ? fd : as_caller(req, setattr_fn, &a);
-	if (!rc && kill) {
-		char p[PROC_FD_PATH_MAX];
-
-		act_as(fs->own_uid, fs->own_gid);
-		rc = chmod(proc_path(p, fd), attr->st_mode & 07777) < 0 ?
-			neg_errno() : 0;
-	}
+	if (!rc && kill)
+		rc = chmod_as_daemon(fs, fd, attr->st_mode & 07777);
 	/* The kernel flags a truncate only for a caller without CAP_FSETID,
 	 * but every chown; a chown as the caller clears what the backing fs
 	 * clears for it, except for a uid 0 caller without CAP_FSETID, which
@@ -651,6 +653,15 @@ static int backing_flags(int flags)
 	       ~(O_CREAT | O_EXCL | O_NOCTTY | O_DIRECT | O_NOFOLLOW);
 }
 
+/* A create's flags; for FUSE_TMPFILE (served by the transport as a
+ * create) O_EXCL means "never linkable" and is kept. */
+static int create_flags(int flags)
+{
+	bool tmpfile = (flags & O_TMPFILE) == O_TMPFILE;
+
+	return backing_flags(flags) | (tmpfile ? flags & O_EXCL : 0);
+}
+
 /* A referenced entry for the object open at fd (whose stat is st). */
 static int entry_from_fd(struct lfs *fs, int fd, const struct stat *st,
 			 struct fuse_entry_param *e)
@@ -699,16 +710,11 @@ static void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct make_args a = {
 		.dirfd = inode_fd(fs, dir), .name = name,
 		.mode = mode & ~S_IFMT,
-		.open_flags = backing_flags(fi->flags),
+		.open_flags = create_flags(fi->flags),
 		.excl = (fi->flags & O_EXCL) != 0,
 		.fd_out = -1,
 	};
 	struct fuse_entry_param e;
-
-	/* FUSE_TMPFILE, served by the transport as a create: O_EXCL there
-	 * means "never linkable" and is kept. */
-	if ((fi->flags & O_TMPFILE) == O_TMPFILE)
-		a.open_flags |= fi->flags & O_EXCL;
 	struct stat st;
 	int rc = a.dirfd;
 

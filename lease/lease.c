@@ -79,16 +79,22 @@ static const struct {
 	{ "etcds", "leasefs-etcd.so", "lease_backend_etcds" },
 };
 
-/* lock protects nothing but the dlopen of a module, which must happen
- * once even when stores are opened from several threads. */
+/* module_lock protects module_handle: the module is opened once, even
+ * when stores are opened from several threads. */
 static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *module_handle;
 
+/* Caller holds module_lock. */
 static void *module_open(const char *module, char *why, size_t whysz)
 {
 	char exe[PATH_MAX], path[PATH_MAX + 64];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	ssize_t n;
 	char *slash;
-	void *h = NULL;
+	void *h = module_handle;
+
+	if (h)
+		return h;
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 
 	if (n > 0) {
 		exe[n] = '\0';
@@ -106,6 +112,7 @@ static void *module_open(const char *module, char *why, size_t whysz)
 	}
 	if (!h)
 		snprintf(why, whysz, "%s", dlerror());
+	module_handle = h;
 	return h;
 }
 
