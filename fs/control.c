@@ -136,10 +136,20 @@ static json_object *fuse_features(const struct transport *t)
 	json_object *o = json_object_new_object();
 
 	transport_state(t, &st);
-	add_str(o, "transport", "dev-fuse");
+	add_str(o, "transport", st.io_uring ? "io-uring" : "dev-fuse");
 	json_object_object_add(o, "kernel_minor",
 			       json_object_new_int((int)st.kernel_minor));
 	json_object_object_add(o, "io_uring", json_object_new_boolean(st.io_uring));
+	json_object_object_add(o, "io_uring_offered",
+			       json_object_new_boolean(st.io_uring_offered));
+	if (st.io_uring_queues) {
+		json_object_object_add(o, "io_uring_queues",
+				       json_object_new_int((int)st.io_uring_queues));
+		json_object_object_add(o, "io_uring_requests",
+				       json_object_new_int64((int64_t)st.io_uring_requests));
+	}
+	if (st.io_uring_error)
+		add_str(o, "io_uring_error", strerror(-st.io_uring_error));
 	json_object_object_add(o, "killpriv_v2",
 			       json_object_new_boolean(st.killpriv_v2));
 	json_object_object_add(o, "tmpfile", json_object_new_boolean(st.tmpfile));

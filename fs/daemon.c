@@ -48,6 +48,8 @@
 #define FD_MIN 256
 /* FUSE_HANDLE_KILLPRIV_V2 when the kernel offers it (README: measured). */
 #define KILLPRIV_V2_DEFAULT true
+/* FUSE over io_uring when the kernel has it enabled (README: measured). */
+#define IO_URING_DEFAULT true
 #define DRAIN_TIMEOUT_MS 10000
 #define FENCE_STEP_MS 200
 #define RO_RETRY_MIN_MS 50
@@ -520,7 +522,9 @@ static int open_fs(struct daemon *d, struct lfs_err *err)
 	r = transport_new(d->se, &(struct transport_opts){
 				  .killpriv_v2 = env_flag("LEASEFS_KILLPRIV_V2",
 							  KILLPRIV_V2_DEFAULT),
-				  .tmpfile = env_flag("LEASEFS_TMPFILE", true) },
+				  .tmpfile = env_flag("LEASEFS_TMPFILE", true),
+				  .io_uring = env_flag("LEASEFS_IO_URING",
+						       IO_URING_DEFAULT) },
 			  &d->transport);
 	if (r < 0)
 		return lfs_fail(err, EXIT_FAIL, r, "cannot set up the FUSE "

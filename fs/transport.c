@@ -12,10 +12,15 @@
 #include <linux/fuse.h>
 
 #include "fs.h"
+#include "ring.h"
 #include "transport.h"
 
 /* The protocol minor that brought FUSE_TMPFILE (uapi history). */
 #define MINOR_TMPFILE 37
+/* The kernel's FUSE_MIN_READ_BUFFER and FUSE_DEFAULT_MAX_PAGES_PER_REQ:
+ * floors of its ring payload size (fs/fuse). */
+#define KERNEL_MIN_PAYLOAD 8192u
+#define KERNEL_DEFAULT_MAX_PAGES 32u
 #define MAX_WORKERS 16
 
 struct transport {
@@ -29,6 +34,11 @@ struct transport {
 	_Atomic uint32_t kernel_minor;
 	atomic_bool killpriv_v2;        /* negotiated */
 	atomic_bool initialized;
+	/* The io_uring queues, once INIT's reply offered them; set by the
+	 * worker that sends that reply, taken by transport_run() after the
+	 * workers ended. */
+	_Atomic(struct ring *) ring;
+	_Atomic int ring_err;           /* why they could not be set up */
 	/* Workers: `finished` is posted by each worker that leaves its loop. */
 	sem_t finished;
 	/* lock protects workers, nworkers and stopping. */
@@ -63,6 +73,45 @@ static struct transport *transport_of(void *ud)
 	return ((struct lfs_session *)ud)->transport;
 }
 
+static void ring_request(void *ud, void *req, size_t size);
+
+/* The kernel's max payload for this INIT reply (the larger of max_write
+ * and max_pages, with its floors), which every ring buffer must hold. */
+static size_t ring_payload(const struct fuse_init_out *out)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t pages = KERNEL_DEFAULT_MAX_PAGES, p = KERNEL_MIN_PAYLOAD;
+
+	if ((out->flags & FUSE_MAX_PAGES) && out->max_pages > pages)
+		pages = out->max_pages;
+	if (out->max_write > p)
+		p = out->max_write;
+	if (pages * page > p)
+		p = pages * page;
+	return (p + page - 1) / page * page;
+}
+
+/* FUSE over io_uring, if offered and wanted: the reply offers it only
+ * once every queue is set up, since the kernel holds all requests until
+ * every queue has registered. */
+static void offer_ring(struct transport *t, struct fuse_init_out *out)
+{
+	struct ring *ring;
+	int r;
+
+	if (!t->opts.io_uring || !(atomic_load(&t->offered) & FUSE_OVER_IO_URING))
+		return;
+	r = ring_new(fuse_session_fd(t->se), ring_payload(out), ring_request,
+		     t, &ring);
+	if (r < 0) {
+		atomic_store(&t->ring_err, r);
+		return;
+	}
+	out->flags |= FUSE_INIT_EXT;
+	out->flags2 |= (uint32_t)(FUSE_OVER_IO_URING >> 32);
+	atomic_store(&t->ring, ring);
+}
+
 /* INIT's reply: what libfuse 3.14 cannot ask for, if the kernel offers it
  * and the daemon wants it. */
 static void amend_init_reply(struct transport *t, struct iovec *iov, int count)
@@ -80,33 +129,81 @@ static void amend_init_reply(struct transport *t, struct iovec *iov, int count)
 		out->flags &= ~FUSE_HANDLE_KILLPRIV;
 		atomic_store(&t->killpriv_v2, true);
 	}
+	if (iov[1].iov_len >= sizeof(*out))
+		offer_ring(t, out);
 	atomic_store(&t->initialized, true);
+}
+
+/* INIT's reply went out (sent) or not: the queues register, or go. */
+static void init_replied(struct transport *t, bool sent)
+{
+	struct ring *ring = atomic_load(&t->ring);
+
+	if (!ring)
+		return;
+	if (sent) {
+		ring_start(ring);
+	} else {
+		atomic_store(&t->ring, NULL);
+		ring_free(ring);
+	}
+}
+
+/* A -errno result in the custom io's terms: -1 and errno. */
+static ssize_t as_syscall(ssize_t r)
+{
+	if (r >= 0)
+		return r;
+	errno = (int)-r;
+	return -1;
 }
 
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *ud)
 {
 	struct transport *t = transport_of(ud);
 	uint64_t init = atomic_load(&t->init_unique);
+	bool is_init;
+	ssize_t n = ring_reply(iov, count);
 
-	if (init && count > 0 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
-	    ((struct fuse_out_header *)iov[0].iov_base)->unique == init &&
-	    atomic_compare_exchange_strong(&t->init_unique, &init, 0))
+	if (n != -ENOENT)
+		return as_syscall(n);
+	is_init = init && count > 0 &&
+		  iov[0].iov_len >= sizeof(struct fuse_out_header) &&
+		  ((struct fuse_out_header *)iov[0].iov_base)->unique == init &&
+		  atomic_compare_exchange_strong(&t->init_unique, &init, 0);
+	if (is_init)
 		amend_init_reply(t, iov, count);
-	return writev(fd, iov, count);
+	n = writev(fd, iov, count);
+	if (is_init)
+		init_replied(t, n >= 0);
+	return n;
 }
 
-static ssize_t io_splice(int fdin, off_t *offin, int fdout, off_t *offout,
-			 size_t len, unsigned int flags, void *ud)
+static ssize_t io_splice_receive(int fdin, off_t *offin, int fdout,
+				 off_t *offout, size_t len, unsigned int flags,
+				 void *ud)
 {
 	(void)ud;
+	return splice(fdin, offin, fdout, offout, len, flags);
+}
+
+/* A reply spliced from a pipe: into its ring entry when it answers a
+ * ring request. */
+static ssize_t io_splice_send(int fdin, off_t *offin, int fdout,
+			      off_t *offout, size_t len, unsigned int flags,
+			      void *ud)
+{
+	(void)ud;
+	if (ring_serving())
+		return as_syscall(ring_reply_pipe(fdin, len));
 	return splice(fdin, offin, fdout, offout, len, flags);
 }
 
 static const struct fuse_custom_io io = {
 	.read = io_read,
 	.writev = io_writev,
-	.splice_receive = io_splice,
-	.splice_send = io_splice,
+	.splice_receive = io_splice_receive,
+	.splice_send = io_splice_send,
 };
 
 /* ---- looking at requests before libfuse does --------------------------- */
@@ -202,6 +299,16 @@ static void inspect(struct transport *t, struct fuse_buf *buf)
 		inspect_mem(t, buf->mem, buf->size);
 	else if (atomic_load(&t->killpriv_v2))
 		inspect_spliced(buf->fd);
+}
+
+/* A request from an io_uring queue (ring.h), on the queue's thread. */
+static void ring_request(void *ud, void *req, size_t size)
+{
+	struct transport *t = ud;
+	struct fuse_buf buf = { .mem = req, .size = size };
+
+	inspect(t, &buf);
+	fuse_session_process_buf(t->se, &buf);
 }
 
 /* ---- the worker loop ---------------------------------------------------- */
@@ -317,6 +424,7 @@ int transport_run(struct transport *t, unsigned threads)
 		pthread_cancel(t->workers[i]);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(t->workers[i], NULL);
+	ring_free(atomic_exchange(&t->ring, NULL));
 	if (started > 0 && atomic_load(&t->err) < 0)
 		r = atomic_load(&t->err);
 	return r;
@@ -353,6 +461,7 @@ void transport_free(struct transport *t)
 {
 	if (!t)
 		return;
+	ring_free(atomic_exchange(&t->ring, NULL));
 	sem_destroy(&t->finished);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -363,12 +472,20 @@ void transport_state(const struct transport *t, struct transport_state *out)
 	struct transport *m = (struct transport *)t;
 	bool init = atomic_load(&m->initialized);
 	uint32_t minor = atomic_load(&m->kernel_minor);
+	struct ring *ring = atomic_load(&m->ring);
+	struct ring_stats rs = { 0 };
 
+	if (ring)
+		ring_stats(ring, &rs);
 	*out = (struct transport_state){
 		.initialized = init,
 		.kernel_minor = minor,
 		.killpriv_v2 = atomic_load(&m->killpriv_v2),
 		.tmpfile = init && t->opts.tmpfile && minor >= MINOR_TMPFILE,
-		.io_uring = false,
+		.io_uring_offered = (atomic_load(&m->offered) & FUSE_OVER_IO_URING) != 0,
+		.io_uring = rs.registered,
+		.io_uring_queues = rs.queues,
+		.io_uring_requests = rs.requests,
+		.io_uring_error = rs.error ? rs.error : atomic_load(&m->ring_err),
 	};
 }

@@ -9,7 +9,12 @@
  *  - serve FUSE_TMPFILE, which libfuse answers ENOSYS, as a create of an
  *    unnamed file (the passthrough's create with O_TMPFILE in its flags);
  *  - pass the kernel's per-request "kill suid/sgid" flags, which libfuse
- *    drops, to the passthrough (transport_kill_suidgid()).
+ *    drops, to the passthrough (transport_kill_suidgid());
+ *  - serve requests through FUSE over io_uring (ring.h) when the kernel
+ *    offers it: the INIT reply asks for it once the queues are set up,
+ *    replies to ring requests go back through their entries, and the
+ *    /dev/fuse workers keep serving what the kernel still sends there
+ *    (forgets, interrupts, requests before the queues registered).
  * The kernel's structures come from its uapi header (<linux/fuse.h>).
  */
 #ifndef LEASEFS_TRANSPORT_H
@@ -27,6 +32,7 @@ struct transport;
 struct transport_opts {
 	bool killpriv_v2;
 	bool tmpfile;
+	bool io_uring;          /* FUSE over io_uring (ring.h) */
 };
 
 /* What INIT settled (all false until the kernel's INIT was answered). */
@@ -35,7 +41,11 @@ struct transport_state {
 	uint32_t kernel_minor;     /* the kernel's protocol minor */
 	bool killpriv_v2;          /* the kernel clears nothing itself */
 	bool tmpfile;              /* open(O_TMPFILE) is served */
-	bool io_uring;             /* always false: not implemented */
+	bool io_uring_offered;     /* the kernel has it enabled */
+	bool io_uring;             /* requests come through the queues */
+	unsigned io_uring_queues;
+	uint64_t io_uring_requests; /* served through the queues */
+	int io_uring_error;        /* -errno: why not, or a queue's failure */
 };
 
 /* On a mounted session (after fuse_session_mount()): installs the custom

@@ -73,6 +73,27 @@ mount_ws() {
 	timeout 30 "$LEASEFS" mount "$@" "$root" "$mnt"
 	DAEMON_PID=$("$LEASEFS" status "$mnt" --json | json_get pid)
 	PIDS+=("$DAEMON_PID")
+	[ -z "${LEASEFS_IT_TRANSPORT:-}" ] || expect_transport "$mnt" "$LEASEFS_IT_TRANSPORT"
+}
+
+# fuse_get MNT KEY: a key of the status JSON's "fuse" object.
+fuse_get() {
+	"$LEASEFS" status "$1" --json |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["fuse"].get(sys.argv[1], ""))' "$2"
+}
+
+# expect_transport MNT NAME: the mount serves through NAME (dev-fuse or
+# io-uring); for io-uring, a request made now is served by the queues.
+# scripts/test sets LEASEFS_IT_TRANSPORT to run a test on each transport.
+expect_transport() {
+	local mnt=$1 want=$2 before
+	wait_until 5 has_line "^$want\$" fuse_get "$mnt" transport ||
+		fail "$mnt serves through $(fuse_get "$mnt" transport), not $want ($(fuse_get "$mnt" io_uring_error))"
+	[ "$want" = io-uring ] || return 0
+	before=$(fuse_get "$mnt" io_uring_requests)
+	ls -a "$mnt" >/dev/null
+	[ "$(fuse_get "$mnt" io_uring_requests)" -gt "$before" ] ||
+		fail "$mnt: a request did not come through the io_uring queues"
 }
 
 status_of() { "$LEASEFS" status "$1" --json | json_get "$2"; }
