@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -62,7 +61,7 @@ struct ring {
 	unsigned ready;         /* queues set up */
 	int failed;             /* first set-up error, or 0 */
 	bool go, stop;
-	atomic_bool submitted;  /* every REGISTER went to the kernel */
+	atomic_bool submitted;  /* ring_start(): the queues register */
 	_Atomic uint64_t requests;
 	_Atomic int error;
 };
@@ -308,6 +307,12 @@ static bool complete(struct queue *q, const struct io_uring_cqe *cqe)
 
 	if (cqe->user_data == TAG_STOP)
 		return false;
+	if (cqe->res == -EAGAIN) {
+		/* Registered before the kernel took INIT's reply: again. */
+		if (!cmd_sqe(q, e, FUSE_IO_URING_CMD_REGISTER, 0))
+			note_error(q->ring, -EBUSY);
+		return true;
+	}
 	if (cqe->res < 0) {
 		/* The connection ended (ENOTCONN, ECONNABORTED) or the ring
 		 * is going (ECANCELED); anything else is a failure. */
