@@ -16,6 +16,7 @@ valgrind --quiet --error-exitcode=99 --leak-check=full \
 pid=$!
 PIDS+=("$pid")
 wait_until 60 "$VG_BIN" status "$M" >/dev/null 2>&1 || fail "no mount under valgrind: $(cat "$T/vg.log")"
+[ -z "${LEASEFS_IT_TRANSPORT:-}" ] || expect_transport "$M" "$LEASEFS_IT_TRANSPORT"
 echo hi > "$M/a" && mkdir "$M/d" && mv "$M/a" "$M/d/b" && ln -s b "$M/d/l"
 tar -C /usr/include -cf - linux | tar -C "$M" -xf -
 rm -rf "$M/linux"
