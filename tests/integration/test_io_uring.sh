@@ -88,4 +88,40 @@ expect_transport "$M" dev-fuse
 echo x >> "$M/out" || fail "write with io_uring disabled in the kernel"
 timeout 10 "$LEASEFS" umount "$M"
 ok "falls back to /dev/fuse: daemon opt-out (LEASEFS_IO_URING=0), kernel not enabled"
+
+# --- no threads for the queues: /dev/fuse, and the status says why ------------
+# The mount needs fewer threads than the queues add: at the smallest pids.max
+# that mounts, the queues cannot start and the mount must serve on /dev/fuse.
+echo Y >"$param"
+cg=
+if [ -w /sys/fs/cgroup/pids ]; then
+	cg=/sys/fs/cgroup/pids/leasefs-uring.$$
+elif grep -qw pids /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+	cg=/sys/fs/cgroup/leasefs-uring.$$
+fi
+if [ -z "$cg" ] || ! mkdir "$cg" 2>/dev/null; then
+	echo "SKIP: no pids cgroup to deny the queues' threads with"
+	echo PASS
+	exit 0
+fi
+at_exit "echo max > '$cg/pids.max'; for p in \$(cat '$cg/cgroup.procs'); do kill -9 \$p; done; rmdir '$cg'"
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"  # LSan needs a task at exit
+mounted=
+for k in $(seq 2 16); do
+	echo "$k" > "$cg/pids.max"
+	if sh -c 'echo $$ > "$1/cgroup.procs" && exec "$2" mount "$3" "$4"' \
+		sh "$cg" "$LEASEFS" "$R" "$M" >/dev/null 2>&1; then
+		mounted=$k
+		break
+	fi
+	wait_until 20 grep -qx 0 "$cg/pids.current" || fail "pids.max $k: tasks left"
+done
+[ -n "$mounted" ] || fail "no mount under pids.max up to 16"
+expect_transport "$M" dev-fuse
+why=$(fuse_get "$M" io_uring_error)
+[ "$why" = "Resource temporarily unavailable" ] || fail "io_uring_error: '$why'"
+echo y >> "$M/out" || fail "write on the fallback"
+timeout 10 "$LEASEFS" umount "$M"
+wait_until 20 grep -qx 0 "$cg/pids.current" || fail "daemon left after umount"
+ok "pids.max $mounted: mounted on /dev/fuse, io_uring_error: $why"
 echo PASS
