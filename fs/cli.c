@@ -195,7 +195,12 @@ static int parse_mount_opt(struct mount_opts *o, int c, struct lfs_err *err)
 }
 
 /*
- * A mount point that answers ENOTCONN is a crashed daemon's.  Asked with
+ * A mount point that answers ENOTCONN is a crashed daemon's; so is one
+ * that answers ECONNABORTED (the connection was torn down while the
+ * request waited) or ECANCELED (FUSE over io_uring: the request reached a
+ * queue whose daemon had died).  On io_uring the kernel ends a dead
+ * daemon's queues asynchronously, a few ms after the process is gone, and
+ * answers those two meanwhile.  Asked with
  * statfs, which FUSE never answers from a cache (stat may be served from
  * cached attributes for as long as the attribute timeout).
  */
@@ -203,7 +208,8 @@ static bool is_stale_mount(const char *path)
 {
 	struct statfs sf;
 
-	return statfs(path, &sf) < 0 && errno == ENOTCONN;
+	return statfs(path, &sf) < 0 &&
+	       (errno == ENOTCONN || errno == ECONNABORTED || errno == ECANCELED);
 }
 
 /* Detach a crashed daemon's mount on `path`; 0 if there is none. */

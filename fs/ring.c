@@ -39,7 +39,9 @@ struct queue {
 	struct ring *ring;
 	unsigned qid;
 	pthread_t thread;
-	bool started;           /* thread created; set before any reader */
+	bool started;           /* thread created and not joined; read and
+				 * written by ring_new()'s and ring_stop()'s
+				 * caller only */
 	struct io_uring uring;
 	bool uring_ok;
 	struct entry ent[QUEUE_DEPTH];
@@ -487,7 +489,7 @@ void ring_start(struct ring *r)
 	atomic_store(&r->submitted, true);
 }
 
-void ring_free(struct ring *r)
+void ring_stop(struct ring *r)
 {
 	if (!r)
 		return;
@@ -500,7 +502,15 @@ void ring_free(struct ring *r)
 	for (unsigned i = 0; r->queues && i < r->nqueues; i++) {
 		if (r->queues[i].started)
 			pthread_join(r->queues[i].thread, NULL);
+		r->queues[i].started = false;
 	}
+}
+
+void ring_free(struct ring *r)
+{
+	if (!r)
+		return;
+	ring_stop(r);
 	if (r->stopfd >= 0)
 		close(r->stopfd);
 	free(r->queues);

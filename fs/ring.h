@@ -85,7 +85,11 @@ int ring_new(int devfd, size_t payload, ring_process_fn *process, void *ud,
  * which point the kernel sends requests through the queues. */
 void ring_start(struct ring *r);
 
-/* Stop every queue, join its thread and free everything (any state). */
+/* Stop every queue and join its thread (any state; again is a no-op).
+ * ring_stats() stays valid until ring_free(). */
+void ring_stop(struct ring *r);
+
+/* ring_stop(), then free everything. */
 void ring_free(struct ring *r);
 
 /*

@@ -34,9 +34,10 @@ struct transport {
 	_Atomic uint32_t kernel_minor;
 	atomic_bool killpriv_v2;        /* negotiated */
 	atomic_bool initialized;
-	/* The io_uring queues, once INIT's reply offered them; set by the
-	 * worker that sends that reply, taken by transport_run() after the
-	 * workers ended. */
+	/* The io_uring queues, once INIT's reply offered them: set by the
+	 * worker that sends that reply, stopped by transport_run() after the
+	 * workers ended (status readers still read their counters), freed
+	 * by transport_free(). */
 	_Atomic(struct ring *) ring;
 	_Atomic int ring_err;           /* why they could not be set up */
 	/* Workers: `finished` is posted by each worker that leaves its loop. */
@@ -141,12 +142,10 @@ static void init_replied(struct transport *t, bool sent)
 
 	if (!ring)
 		return;
-	if (sent) {
+	if (sent)
 		ring_start(ring);
-	} else {
-		atomic_store(&t->ring, NULL);
-		ring_free(ring);
-	}
+	else
+		ring_stop(ring);
 }
 
 /* A -errno result in the custom io's terms: -1 and errno. */
@@ -424,7 +423,7 @@ int transport_run(struct transport *t, unsigned threads)
 		pthread_cancel(t->workers[i]);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(t->workers[i], NULL);
-	ring_free(atomic_exchange(&t->ring, NULL));
+	ring_stop(atomic_load(&t->ring));
 	if (started > 0 && atomic_load(&t->err) < 0)
 		r = atomic_load(&t->err);
 	return r;
