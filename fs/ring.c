@@ -30,9 +30,11 @@ struct entry {
 	struct fuse_uring_req_header *hdr;
 	char *base;             /* HEADROOM + payload bytes, mmap'ed */
 	struct iovec iov[2];    /* header, payload: what REGISTER passes */
-	/* The request being served: set and read by the queue's thread only. */
+	/* Set and read by the queue's thread only: the request being
+	 * served, and whether the entry has carried one (so was accepted). */
 	uint64_t unique;
 	bool replied;
+	bool served;
 };
 
 struct queue {
@@ -64,6 +66,7 @@ struct ring {
 	int failed;             /* first set-up error, or 0 */
 	bool go, stop;
 	atomic_bool submitted;  /* ring_start(): the queues register */
+	atomic_bool refused;    /* the kernel refused a REGISTER */
 	_Atomic uint64_t requests;
 	_Atomic int error;
 };
@@ -319,11 +322,16 @@ static bool complete(struct queue *q, const struct io_uring_cqe *cqe)
 		/* The connection ended (ENOTCONN, ECONNABORTED) or the ring
 		 * is going (ECANCELED); anything else is a failure. */
 		if (cqe->res != -ENOTCONN && cqe->res != -ECONNABORTED &&
-		    cqe->res != -ECANCELED)
+		    cqe->res != -ECANCELED) {
 			note_error(q->ring, cqe->res);
+			/* The kernel then serves through /dev/fuse. */
+			if (!e->served)
+				atomic_store(&q->ring->refused, true);
+		}
 		q->live--;
 		return q->live > 0;
 	}
+	e->served = true;
 	serve(q, e);
 	return true;
 }
@@ -526,7 +534,7 @@ void ring_stats(const struct ring *r, struct ring_stats *out)
 	*out = (struct ring_stats){
 		.queues = r->nqueues,
 		.registered = atomic_load(&m->submitted) &&
-			      atomic_load(&m->error) == 0,
+			      !atomic_load(&m->refused),
 		.requests = atomic_load(&m->requests),
 		.error = atomic_load(&m->error),
 	};

@@ -110,7 +110,7 @@ bool ring_serving(void);
 
 struct ring_stats {
 	unsigned queues;
-	bool registered;        /* every queue's buffers were accepted */
+	bool registered;        /* registering, and the kernel refused none */
 	uint64_t requests;      /* served through the queues */
 	int error;              /* the first failure (-errno), or 0 */
 };
