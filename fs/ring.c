@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -404,27 +405,51 @@ static void *queue_main(void *arg)
 
 /* ---- the ring ------------------------------------------------------------- */
 
+int ring_cpu_count(const char *list)
+{
+	unsigned long n = 0;
+	const char *p = list;
+
+	for (;;) {
+		char *end;
+		unsigned long a = strtoul(p, &end, 10), b = a;
+
+		if (end == p)
+			return -EINVAL;
+		p = end;
+		if (*p == '-') {
+			b = strtoul(p + 1, &end, 10);
+			if (end == p + 1 || b < a)
+				return -EINVAL;
+			p = end;
+		}
+		n += b - a + 1;
+		if (n > INT_MAX)
+			return -EINVAL;
+		if (*p != ',')
+			break;
+		p++;
+	}
+	return *p == '\0' || *p == '\n' ? (int)n : -EINVAL;
+}
+
 /* The kernel's num_possible_cpus(): one queue for each. */
 static int possible_cpus(void)
 {
-	FILE *f = fopen("/sys/devices/system/cpu/possible", "re");
-	unsigned a, b, n = 0;
-	int c = ',';
+	char buf[4096];
+	int fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
+	ssize_t len;
 
-	if (!f)
+	if (fd < 0)
 		return -errno;
-	while (c == ',' && fscanf(f, "%u", &a) == 1) {
-		b = a;
-		c = fgetc(f);
-		if (c == '-') {
-			if (fscanf(f, "%u", &b) != 1)
-				break;
-			c = fgetc(f);
-		}
-		n += b - a + 1;
-	}
-	fclose(f);
-	return n > 0 ? (int)n : -EINVAL;
+	len = read(fd, buf, sizeof(buf) - 1);
+	if (len < 0)
+		len = -errno;
+	close(fd);
+	if (len < 0)
+		return (int)len;
+	buf[len] = '\0';
+	return ring_cpu_count(buf);
 }
 
 /* Start every queue's thread and wait until each has set up: 0 or the

@@ -108,6 +108,9 @@ ssize_t ring_reply_pipe(int pipe_rd, size_t len);
 /* Whether the calling thread is serving a ring request. */
 bool ring_serving(void);
 
+/* How many CPUs a kernel CPU list ("0-3,8,10-11") names, or -EINVAL. */
+int ring_cpu_count(const char *list);
+
 struct ring_stats {
 	unsigned queues;
 	bool registered;        /* registering, and the kernel refused none */

@@ -6,6 +6,7 @@
  * and never the writeback cache (an acknowledged write must have passed
  * the gate).
  */
+#include <errno.h>
 #include <grp.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include "fs.h"
+#include "ring.h"
 #include "testutil.h"
 
 struct fx {
@@ -99,11 +101,29 @@ static void test_takes_what_it_relies_on(void **state)
 	assert_int_equal(c.want, FUSE_CAP_SPLICE_READ);
 }
 
+/* The io_uring queues must number exactly the kernel's possible CPUs: a
+ * list it prints in /sys/devices/system/cpu/possible. */
+static void test_ring_cpu_count(void **state)
+{
+	(void)state;
+	assert_int_equal(ring_cpu_count("0\n"), 1);
+	assert_int_equal(ring_cpu_count("0-1\n"), 2);
+	assert_int_equal(ring_cpu_count("0-3,8-11"), 8);
+	assert_int_equal(ring_cpu_count("0,2,4-5\n"), 4);
+	assert_int_equal(ring_cpu_count("0-255\n"), 256);
+	assert_int_equal(ring_cpu_count(""), -EINVAL);
+	assert_int_equal(ring_cpu_count("3-1"), -EINVAL);
+	assert_int_equal(ring_cpu_count("0-"), -EINVAL);
+	assert_int_equal(ring_cpu_count("0,,1"), -EINVAL);
+	assert_int_equal(ring_cpu_count("x"), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_wants_only_offered_bits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_takes_what_it_relies_on, setup, teardown),
+		cmocka_unit_test(test_ring_cpu_count),
 	};
 
 	return cmocka_run_group_tests_name("passthrough", tests, NULL, NULL);
