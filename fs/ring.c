@@ -176,6 +176,10 @@ static struct io_uring_sqe *cmd_sqe(struct queue *q, struct entry *e,
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->uring);
 	struct fuse_uring_cmd_req *req;
 
+	/* The queue is sized for every entry's command at once; should it
+	 * ever be full, hand what it holds to the kernel and retry. */
+	if (!sqe && io_uring_submit(&q->uring) >= 0)
+		sqe = io_uring_get_sqe(&q->uring);
 	if (!sqe)
 		return NULL;
 	memset(sqe, 0, 2 * sizeof(*sqe));       /* a 128-byte SQE */
