@@ -350,7 +350,12 @@ static void queue_serve(struct queue *q)
 		unsigned head, n = 0;
 		int r = io_uring_submit_and_wait(&q->uring, 1);
 
-		if (r < 0 && r != -EINTR && r != -EBUSY) {
+		/* EBUSY: completions to reap first; EAGAIN, ENOMEM: the
+		 * kernel is short of memory for now.  Anything else is a bug
+		 * in what was submitted, and this queue's CPU stays unserved
+		 * until umount (status shows the error). */
+		if (r < 0 && r != -EINTR && r != -EBUSY && r != -EAGAIN &&
+		    r != -ENOMEM) {
 			note_error(q->ring, r);
 			break;
 		}
