@@ -98,6 +98,25 @@ expect_transport() {
 
 status_of() { "$LEASEFS" status "$1" --json | json_get "$2"; }
 
+# pids_cgroup NAME: make a pids cgroup (v1 or v2) for this test, removed at
+# exit with anything left in it, and print its path; fails where none can
+# be made.  A task put in it and its threads count against its pids.max.
+pids_cgroup() {
+	local cg=
+	if [ -w /sys/fs/cgroup/pids ]; then
+		cg=/sys/fs/cgroup/pids/$1.$$
+	elif grep -qw pids /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+		cg=/sys/fs/cgroup/$1.$$
+	fi
+	[ -n "$cg" ] && mkdir "$cg" 2>/dev/null || return 1
+	echo "$cg"
+}
+
+# pids_cgroup_cleanup CG: the at_exit command for pids_cgroup's cgroup.
+pids_cgroup_cleanup() {
+	echo "echo max > '$1/pids.max'; for p in \$(cat '$1/cgroup.procs'); do kill -9 \$p; done; rmdir '$1'"
+}
+
 # expect_erofs CMD...: CMD must fail with "Read-only file system".
 expect_erofs() {
 	local out

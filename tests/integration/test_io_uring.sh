@@ -93,18 +93,12 @@ ok "falls back to /dev/fuse: daemon opt-out (LEASEFS_IO_URING=0), kernel not ena
 # The mount needs fewer threads than the queues add: at the smallest pids.max
 # that mounts, the queues cannot start and the mount must serve on /dev/fuse.
 echo Y >"$param"
-cg=
-if [ -w /sys/fs/cgroup/pids ]; then
-	cg=/sys/fs/cgroup/pids/leasefs-uring.$$
-elif grep -qw pids /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
-	cg=/sys/fs/cgroup/leasefs-uring.$$
-fi
-if [ -z "$cg" ] || ! mkdir "$cg" 2>/dev/null; then
+if ! cg=$(pids_cgroup leasefs-uring); then
 	echo "SKIP: no pids cgroup to deny the queues' threads with"
 	echo PASS
 	exit 0
 fi
-at_exit "echo max > '$cg/pids.max'; for p in \$(cat '$cg/cgroup.procs'); do kill -9 \$p; done; rmdir '$cg'"
+at_exit "$(pids_cgroup_cleanup "$cg")"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"  # LSan needs a task at exit
 mounted=
 for k in $(seq 2 16); do

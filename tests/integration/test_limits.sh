@@ -31,18 +31,12 @@ nothing_left "fd limit"
 ok "open files limit 128: exit 1: $out"
 
 # --- (b) threads ------------------------------------------------------------
-cg=
-if [ -w /sys/fs/cgroup/pids ]; then
-	cg=/sys/fs/cgroup/pids/leasefs-it.$$
-elif grep -qw pids /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
-	cg=/sys/fs/cgroup/leasefs-it.$$
-fi
-if [ -z "$cg" ] || ! mkdir "$cg" 2>/dev/null; then
+if ! cg=$(pids_cgroup leasefs-it); then
 	echo "SKIP: (b) no pids cgroup to limit threads with"
 	echo PASS
 	exit 0
 fi
-at_exit "echo max > '$cg/pids.max'; for p in \$(cat '$cg/cgroup.procs'); do kill -9 \$p; done; rmdir '$cg'"
+at_exit "$(pids_cgroup_cleanup "$cg")"
 # LeakSanitizer needs a task of its own at exit, which the limit denies;
 # leaks are checked by every other test.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
