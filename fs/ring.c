@@ -60,13 +60,13 @@ struct ring {
 	unsigned nqueues;
 	struct queue *queues;
 	/* lock protects ready, failed, go and stop: the hand-over between
-	 * ring_new()/ring_start()/ring_free() and the queue threads. */
+	 * ring_new()/ring_start()/ring_free() and the queue threads (go is
+	 * also read by ring_stats()). */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned ready;         /* queues set up */
 	int failed;             /* first set-up error, or 0 */
 	bool go, stop;
-	atomic_bool submitted;  /* ring_start(): the queues register */
 	atomic_bool refused;    /* the kernel refused a REGISTER */
 	_Atomic uint64_t requests;
 	_Atomic int error;
@@ -89,16 +89,23 @@ static void note_error(struct ring *r, int err)
 
 /* ---- replies ------------------------------------------------------------ */
 
-/* The reply header goes where the in header was; the rest to the payload. */
+/* The reply's header goes where the in header was; its `payload` bytes
+ * are already in the payload buffer.  The reply's length. */
+static ssize_t replied(struct entry *e, const struct fuse_out_header *oh,
+		       size_t payload)
+{
+	memcpy(e->hdr->in_out, oh, sizeof(*oh));
+	e->hdr->ring_ent_in_out.payload_sz = (uint32_t)payload;
+	e->replied = true;
+	return (ssize_t)(sizeof(*oh) + payload);
+}
+
 static ssize_t reply_error(struct entry *e, int err)
 {
 	struct fuse_out_header oh = { .len = sizeof(oh), .error = err,
 				      .unique = e->unique };
 
-	memcpy(e->hdr->in_out, &oh, sizeof(oh));
-	e->hdr->ring_ent_in_out.payload_sz = 0;
-	e->replied = true;
-	return (ssize_t)sizeof(oh);
+	return replied(e, &oh, 0);
 }
 
 ssize_t ring_reply(const struct iovec *iov, int count)
@@ -116,14 +123,11 @@ ssize_t ring_reply(const struct iovec *iov, int count)
 		total += iov[i].iov_len;
 	if (total > e->q->ring->payload)
 		return reply_error(e, -EIO);
-	memcpy(e->hdr->in_out, oh, sizeof(*oh));
 	for (int i = 1; i < count; i++) {
 		memcpy(e->iov[1].iov_base + off, iov[i].iov_base, iov[i].iov_len);
 		off += iov[i].iov_len;
 	}
-	e->hdr->ring_ent_in_out.payload_sz = (uint32_t)total;
-	e->replied = true;
-	return (ssize_t)(sizeof(*oh) + total);
+	return replied(e, oh, total);
 }
 
 /* Exactly `len` bytes from a pipe; 0 or -errno. */
@@ -162,10 +166,7 @@ ssize_t ring_reply_pipe(int pipe_rd, size_t len)
 		return r;
 	if (oh.unique != e->unique)
 		return -EIO;
-	memcpy(e->hdr->in_out, &oh, sizeof(oh));
-	e->hdr->ring_ent_in_out.payload_sz = (uint32_t)(len - sizeof(oh));
-	e->replied = true;
-	return (ssize_t)len;
+	return replied(e, &oh, len - sizeof(oh));
 }
 
 /* ---- one queue ---------------------------------------------------------- */
@@ -528,7 +529,6 @@ void ring_start(struct ring *r)
 	r->go = true;
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
-	atomic_store(&r->submitted, true);
 }
 
 void ring_stop(struct ring *r)
@@ -564,11 +564,14 @@ void ring_free(struct ring *r)
 void ring_stats(const struct ring *r, struct ring_stats *out)
 {
 	struct ring *m = (struct ring *)r;
+	bool go;
 
+	pthread_mutex_lock(&m->lock);
+	go = m->go;
+	pthread_mutex_unlock(&m->lock);
 	*out = (struct ring_stats){
 		.queues = r->nqueues,
-		.registered = atomic_load(&m->submitted) &&
-			      !atomic_load(&m->refused),
+		.registered = go && !atomic_load(&m->refused),
 		.requests = atomic_load(&m->requests),
 		.error = atomic_load(&m->error),
 	};

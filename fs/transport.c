@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -235,6 +236,19 @@ static void tmpfile_as_create(struct fuse_in_header *in, size_t size)
 	ci->flags |= O_TMPFILE;
 }
 
+/* Whether a request whose op header (`hdr` bytes) has `bit` set in the
+ * 32-bit field at `off` asks the filesystem to clear set-user/group-ID. */
+static bool kill_flag(const struct fuse_in_header *in, size_t size, size_t hdr,
+		      size_t off, uint32_t bit)
+{
+	uint32_t v;
+
+	if (size < sizeof(*in) + hdr)
+		return false;
+	memcpy(&v, (const char *)(in + 1) + off, sizeof(v));
+	return v & bit;
+}
+
 /* A request in memory: look, and amend where libfuse needs it. */
 static void inspect_mem(struct transport *t, struct fuse_in_header *in,
 			size_t size)
@@ -246,19 +260,19 @@ static void inspect_mem(struct transport *t, struct fuse_in_header *in,
 		saw_init(t, in, size);
 		break;
 	case FUSE_WRITE:
-		if (size >= sizeof(*in) + sizeof(struct fuse_write_in))
-			tl_kill_suidgid = ((struct fuse_write_in *)(in + 1))->write_flags &
-					  FUSE_WRITE_KILL_SUIDGID;
+		tl_kill_suidgid = kill_flag(in, size, sizeof(struct fuse_write_in),
+					    offsetof(struct fuse_write_in, write_flags),
+					    FUSE_WRITE_KILL_SUIDGID);
 		break;
 	case FUSE_SETATTR:
-		if (size >= sizeof(*in) + sizeof(struct fuse_setattr_in))
-			tl_kill_suidgid = ((struct fuse_setattr_in *)(in + 1))->valid &
-					  FATTR_KILL_SUIDGID;
+		tl_kill_suidgid = kill_flag(in, size, sizeof(struct fuse_setattr_in),
+					    offsetof(struct fuse_setattr_in, valid),
+					    FATTR_KILL_SUIDGID);
 		break;
 	case FUSE_OPEN:
-		if (size >= sizeof(*in) + sizeof(struct fuse_open_in))
-			tl_kill_suidgid = ((struct fuse_open_in *)(in + 1))->open_flags &
-					  FUSE_OPEN_KILL_SUIDGID;
+		tl_kill_suidgid = kill_flag(in, size, sizeof(struct fuse_open_in),
+					    offsetof(struct fuse_open_in, open_flags),
+					    FUSE_OPEN_KILL_SUIDGID);
 		break;
 	case FUSE_TMPFILE:
 		if (t->opts.tmpfile)
@@ -441,19 +455,20 @@ int transport_new(struct fuse_session *se, const struct transport_opts *o,
 	t->opts = *o;
 	pthread_mutex_init(&t->lock, NULL);
 	if (sem_init(&t->finished, 0, 0) < 0) {
-		pthread_mutex_destroy(&t->lock);
-		free(t);
-		return -errno;
+		r = -errno;
+		goto fail_sem;
 	}
 	r = fuse_session_custom_io(se, &io, fuse_session_fd(se));
-	if (r < 0) {
-		sem_destroy(&t->finished);
-		pthread_mutex_destroy(&t->lock);
-		free(t);
-		return r;
-	}
+	if (r < 0)
+		goto fail_io;
 	*out = t;
 	return 0;
+fail_io:
+	sem_destroy(&t->finished);
+fail_sem:
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+	return r;
 }
 
 void transport_free(struct transport *t)
