@@ -35,9 +35,6 @@
 #include "gate.h"
 #include "session.h"
 #include "transport.h"
-#include "fs.h"
-#include "gate.h"
-#include "session.h"
 
 /* Descriptors a daemon keeps for itself, outside the inodes' budget:
  * control clients and watchers, leases and their bells, eventfds, the
@@ -459,8 +456,10 @@ static int build_fuse_args(struct mount_opts *o, const char *root,
  * a private ROOT/<uuid>), so the kernel may keep names, attributes and
  * pages for long; under shared placement others write too: 1 s.
  */
-static struct lfs_config policy_for(enum coord_placement p, const char *root)
+static struct lfs_config policy_for(const struct mount_opts *o,
+				     const char *root)
 {
+	enum coord_placement p = o->placement;
 	bool sole_writer = p != COORD_SHARED;
 	const char *budget = getenv("LEASEFS_INODE_FDS");
 	struct rlimit rl = { .rlim_cur = RLIM_INFINITY };
@@ -474,6 +473,7 @@ static struct lfs_config policy_for(enum coord_placement p, const char *root)
 		.entry_timeout = sole_writer ? 86400.0 : 1.0,
 		.attr_timeout = sole_writer ? 86400.0 : 1.0,
 		.keep_cache = sole_writer,
+		.max_read = o->max_read,
 		.fd_budget = budget ? strtol(budget, NULL, 10) : fds,
 	};
 }
@@ -493,8 +493,7 @@ static bool env_flag(const char *name, bool dflt)
 static int open_fs(struct daemon *d, struct lfs_err *err)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
-	struct lfs_config cfg = policy_for(d->opts->placement,
-					   coord_root(d->coord));
+	struct lfs_config cfg = policy_for(d->opts, coord_root(d->coord));
 	int r = lfs_new(&cfg, &d->fs);
 
 	if (r == 0)
@@ -519,6 +518,11 @@ static int open_fs(struct daemon *d, struct lfs_err *err)
 	if (fuse_session_mount(d->se, d->opts->mountpoint) != 0)
 		return lfs_fail(err, EXIT_FAIL, -EIO,
 				     "cannot mount on %s", d->opts->mountpoint);
+	r = session_apply_attrs(d->opts->mountpoint, &d->opts->attrs);
+	if (r < 0)
+		return lfs_fail(err, EXIT_FAIL, r, "cannot apply the atime "
+				"options to %s: %s", d->opts->mountpoint,
+				strerror(-r));
 	r = transport_new(d->se, &(struct transport_opts){
 				  .killpriv_v2 = env_flag("LEASEFS_KILLPRIV_V2",
 							  KILLPRIV_V2_DEFAULT),

@@ -10,6 +10,7 @@
 
 #include "coord.h"
 #include "error.h"
+#include "session.h"
 
 
 /* `leasefs mount` as parsed and checked by the CLI. */
@@ -19,7 +20,9 @@ struct mount_opts {
 	const char *session;
 	double wait_s;
 	double ttl_s;
-	char *fuse_opts;     /* comma-joined -o options, each allowed */
+	char *fuse_opts;     /* comma-joined -o options for libfuse, each allowed */
+	struct mount_attrs attrs;
+	unsigned max_read;   /* -o max_read=N, 0 if not given */
 	const char *metrics_dir; /* --metrics-dir */
 	bool foreground;
 	bool debug;

@@ -25,6 +25,8 @@ struct lfs_config {
 	double entry_timeout;      /* seconds the kernel may cache names */
 	double attr_timeout;       /* ... and attributes */
 	bool keep_cache;           /* page cache and listings kept across opens */
+	unsigned max_read;         /* -o max_read, which init() must repeat;
+				    * 0 = none */
 	long fd_budget;            /* inodes that keep an O_PATH fd before
 				    * falling back to file handles; 0 = from
 				    * RLIMIT_NOFILE */

@@ -1227,6 +1227,7 @@ static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 		want(conn, FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_AUTO_INVAL_DATA);
 	}
 	conn->max_write = LFS_MAX_WRITE;
+	conn->max_read = fs->cfg.max_read;
 	if (sess->serving)
 		sess->serving(sess->serving_ud);
 }
