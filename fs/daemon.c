@@ -508,6 +508,7 @@ static int open_fs(struct daemon *d, struct lfs_err *err)
 	if (r == 0) {
 		d->se = fuse_session_new(&args, gate_ops(d->gate),
 					 sizeof(struct fuse_lowlevel_ops), &d->sess);
+		d->sess.se = d->se;
 		r = d->se ? 0 : -EINVAL;
 	}
 	fuse_opt_free_args(&args);

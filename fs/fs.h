@@ -42,6 +42,7 @@ struct lfs_session {
 	struct lfs *fs;
 	struct gate *gate;
 	struct transport *transport; /* its custom io finds itself here */
+	struct fuse_session *se;     /* for notifications to the kernel */
 	/* Called once, from the worker answering the kernel's INIT: from
 	 * here on the mount serves.  NULL: nobody asks. */
 	void (*serving)(void *ud);

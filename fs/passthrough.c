@@ -338,14 +338,6 @@ static int setattr_fn(void *a_)
 	return do_setattr(a->ifd, a->attr, a->valid, a->fi);
 }
 
-/*
- * What the kernel asked for with a kill flag (FUSE_HANDLE_KILLPRIV_V2: the
- * caller lacks CAP_FSETID): clear set-user-ID, and set-group-ID when group
- * execute is set or the caller is not in the file's group, as the kernel
- * does for ext4.  As the daemon: a non-owner may not chmod.  The backing
- * filesystem has already dropped any security.capability on the write or
- * truncate itself.
- */
 /* chmod as the daemon, for clearing bits the kernel has already allowed
  * to be cleared (the caller may not be the owner). */
 static int chmod_as_daemon(struct lfs *fs, int fd, mode_t m)
@@ -357,20 +349,71 @@ static int chmod_as_daemon(struct lfs *fs, int fd, mode_t m)
 	return chmod(proc_path(p, fd), m) < 0 ? neg_errno() : 0;
 }
 
+/*
+ * The mode ext4 leaves after a write, truncate or chown by req's caller
+ * when the kernel flagged it (FUSE_HANDLE_KILLPRIV_V2: the caller lacks
+ * CAP_FSETID), judged on `st` as it was before the change: set-user-ID
+ * goes; set-group-ID goes when group execute is set or the caller is not
+ * in the file's group (setattr_should_drop_sgid()).
+ */
+static mode_t killed_mode(fuse_req_t req, const struct stat *st)
+{
+	mode_t m = st->st_mode & 07777 & ~(mode_t)S_ISUID;
+
+	if ((m & S_ISGID) &&
+	    ((m & S_IXGRP) || !caller_in_group(req, st->st_gid)))
+		m &= ~(mode_t)S_ISGID;
+	return S_ISREG(st->st_mode) ? m : st->st_mode & 07777;
+}
+
+/* Bring fd's mode to `want` (only ever fewer bits), as the daemon: a
+ * non-owner may not chmod. */
+static int kill_to(fuse_req_t req, int fd, mode_t want)
+{
+	struct stat now;
+
+	if (fstat(fd, &now) < 0)
+		return neg_errno();
+	want &= now.st_mode & 07777;
+	if (want == (now.st_mode & 07777))
+		return 0;
+	return chmod_as_daemon(req_fs(req), fd, want);
+}
+
+/* A kill flag's clearing on fd, judged on its mode now (write, truncate
+ * and O_TRUNC change no owner, so before and after agree). */
 static int kill_suidgid(fuse_req_t req, int fd)
 {
 	struct stat st;
-	mode_t m;
 
 	if (fstat(fd, &st) < 0)
 		return neg_errno();
-	m = st.st_mode & 07777 & ~(mode_t)S_ISUID;
-	if ((m & S_ISGID) &&
-	    ((m & S_IXGRP) || !caller_in_group(req, st.st_gid)))
-		m &= ~(mode_t)S_ISGID;
-	if (!S_ISREG(st.st_mode) || m == (st.st_mode & 07777))
-		return 0;
-	return chmod_as_daemon(req_fs(req), fd, m);
+	return kill_to(req, fd, killed_mode(req, &st));
+}
+
+/*
+ * After a write or an O_TRUNC open of a file whose mode had set-user-ID
+ * or set-group-ID before (`before`): apply the kernel's kill flag, and if
+ * the mode changed (here, or in the backing filesystem's own write as the
+ * caller), drop the kernel's cached attributes of `ino`, so that a statx
+ * of the mode alone does not serve the old bits.
+ */
+static int settle_sxid(fuse_req_t req, fuse_ino_t ino, int fd,
+		       const struct stat *before)
+{
+	struct lfs_session *sess = fuse_req_userdata(req);
+	struct stat st;
+	int rc = transport_kill_suidgid() ? kill_suidgid(req, fd) : 0;
+
+	if (rc == 0 && fstat(fd, &st) == 0 && st.st_mode != before->st_mode &&
+	    sess->se)
+		fuse_lowlevel_notify_inval_inode(sess->se, ino, -1, 0);
+	return rc;
+}
+
+static bool has_sxid(int fd, struct stat *st)
+{
+	return fstat(fd, st) == 0 && (st->st_mode & (S_ISUID | S_ISGID));
 }
 
 /*
@@ -395,6 +438,7 @@ static bool mode_is_kill(int fd, mode_t want)
 	       (want & ~cur) == 0;
 }
 
+
 static void lfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			int valid, struct fuse_file_info *fi)
 {
@@ -406,21 +450,27 @@ static void lfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 				  .fi = fi };
 	bool kill = fd >= 0 && fs->switch_creds && (valid & FUSE_SET_ATTR_MODE) &&
 		    mode_is_kill(fd, attr->st_mode);
-	int rc;
-
-	if (kill)
-		a.valid &= ~FUSE_SET_ATTR_MODE;
-	rc = fd < 0 ? fd : as_caller(req, setattr_fn, &a);
-	if (!rc && kill)
-		rc = chmod_as_daemon(fs, fd, attr->st_mode & 07777);
 	/* The kernel flags a truncate only for a caller without CAP_FSETID,
 	 * but every chown; a chown as the caller clears what the backing fs
 	 * clears for it, except for a uid 0 caller without CAP_FSETID, which
-	 * acts with the daemon's. */
-	if (!rc && transport_kill_suidgid() &&
-	    ((valid & FUSE_SET_ATTR_SIZE) ||
-	     ((valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
-	      fuse_req_ctx(req)->uid == 0 && caller_lacks_fsetid(req))))
+	 * acts with the daemon's: its clearing is judged on the mode and
+	 * group before the chown, as the kernel judges it. */
+	bool chown_kill = fd >= 0 && transport_kill_suidgid() &&
+			  (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
+			  fuse_req_ctx(req)->uid == 0 && caller_lacks_fsetid(req);
+	int rc = 0;
+
+	if (chown_kill)
+		rc = stat_fd(fd, &st);
+	if (kill)
+		a.valid &= ~FUSE_SET_ATTR_MODE;
+	if (!rc)
+		rc = fd < 0 ? fd : as_caller(req, setattr_fn, &a);
+	if (!rc && kill)
+		rc = chmod_as_daemon(fs, fd, attr->st_mode & 07777);
+	if (!rc && chown_kill)
+		rc = kill_to(req, fd, killed_mode(req, &st));
+	if (!rc && transport_kill_suidgid() && (valid & FUSE_SET_ATTR_SIZE))
 		rc = kill_suidgid(req, fd);
 	if (!rc)
 		rc = stat_fd(fd, &st);
@@ -765,10 +815,13 @@ static void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 				 .flags = backing_flags(fi->flags),
 				 .fd_out = -1 };
 	int rc = a.ifd < 0 ? a.ifd : as_caller(req, reopen_fn, &a);
+	struct stat before;
 
 	inode_fd_put(inode, a.ifd);
-	if (rc == 0 && transport_kill_suidgid())
-		rc = kill_suidgid(req, a.fd_out); /* an O_TRUNC open */
+	/* An O_TRUNC open: the kernel's kill flag, judged after the truncate
+	 * (the backing open truncated already; no owner changed). */
+	if (rc == 0 && (fi->flags & O_TRUNC) && has_sxid(a.fd_out, &before))
+		rc = settle_sxid(req, ino, a.fd_out, &before);
 	if (rc < 0) {
 		if (a.fd_out >= 0)
 			close(a.fd_out);
@@ -797,6 +850,8 @@ static void lfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+	struct stat before;
+	bool sxid = has_sxid((int)fi->fh, &before);
 	ssize_t n;
 
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
@@ -806,8 +861,8 @@ static void lfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 	 * capabilities on a write exactly as natively for this caller. */
 	act_as_caller(req);
 	n = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
-	if (n >= 0 && transport_kill_suidgid()) {
-		int k = kill_suidgid(req, (int)fi->fh);
+	if (n >= 0 && sxid) {
+		int k = settle_sxid(req, ino, (int)fi->fh, &before);
 
 		n = k < 0 ? k : n;
 	}

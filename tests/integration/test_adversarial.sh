@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The second adversarial pass (issue 22): each section reproduces one
+# finding that held on 7c8f2bf and must not hold now.  Real users are made
+# here (useradd, removed at exit).  ADV_ONLY=NAME runs one section (names:
+# see the list at the end).
+. "$(dirname "$0")/lib.sh"
+
+UA=lfs-adv-a UB=lfs-adv-b G=lfs-adv-g
+chmod 755 "$T"
+
+userdel "$UA" >/dev/null 2>&1 || true
+userdel "$UB" >/dev/null 2>&1 || true
+groupdel "$G" >/dev/null 2>&1 || true
+groupadd --system "$G"
+at_exit "groupdel $G"
+for u in "$UA" "$UB"; do
+	useradd --system --no-create-home --shell /usr/sbin/nologin "$u"
+	at_exit "userdel $u"
+done
+usermod -a -G "$G" "$UA"   # a supplementary group, not UA's primary one
+as() { local u=$1; shift; setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups "$@"; }
+# A root without capabilities but CAP_CHOWN: it may chown to any group,
+# and lacks CAP_FSETID.
+as_chown_only_root() { setpriv --bounding-set=-all,+chown --inh-caps=-all "$@"; }
+revoke() { "$LEASEFS" lease revoke "$(status_of "$1" lease)" >/dev/null; }
+
+# 5. Taking access away on the host by group, after the kernel cached a
+#    mode that grants it: a member of the group is denied at once, by mode
+#    (chgrp + 0604) and by ACL (g:G:---).
+adv_group_deny() {
+	local R=$T/r5 M=$T/m5 f
+	mount_ws "$R" "$M"
+	chmod 755 "$R"
+	for f in bymode byacl; do echo secret > "$M/$f"; chmod 644 "$M/$f"; done
+	for f in bymode byacl; do
+		as "$UA" cat "$M/$f" >/dev/null || fail "setup: $UA cannot read $f"
+	done
+	chgrp "$G" "$R/bymode" && chmod 0604 "$R/bymode"
+	setfacl -m "g:$G:---" "$R/byacl"
+	if as "$UA" cat "$M/bymode" >/dev/null 2>&1; then fail "group deny by mode (0604) bypassed through the mount"; fi
+	if as "$UA" cat "$M/byacl" >/dev/null 2>&1; then fail "group deny by ACL bypassed through the mount"; fi
+	as "$UB" cat "$M/bymode" >/dev/null || fail "a non-member lost its 'other' read"
+	as "$UB" cat "$M/byacl" >/dev/null || fail "a non-member lost its read by ACL"
+	ok "host-side group denies (mode 0604, ACL g:$G:---) hold at once for a member; others keep theirs"
+}
+
+# 11. Set-group-ID kept where ext4 keeps it: a write by a member (through
+#     a supplementary group) to a set-group-ID file without group execute,
+#     and a chown by a root without CAP_FSETID to a group it is not in;
+#     and a
+#     statx of the mode alone after an append cleared set-user-ID.
+adv_sgid_parity() {
+	local R=$T/r11 M=$T/m11 N=$T/native11 d want got
+	mount_ws "$R" "$M"
+	mkdir -p "$N"
+	chmod 0777 "$R" "$N"
+	for d in "$N" "$M"; do
+		echo x > "$d/w" && chgrp "$G" "$d/w" && chmod 2766 "$d/w"
+		as "$UA" bash -c "echo y >> '$d/w'"
+		echo x > "$d/c" && chmod 2745 "$d/c"
+		as_chown_only_root chown ":$G" "$d/c"
+		echo x > "$d/s" && chmod 4777 "$d/s"
+	done
+	for f in w c; do
+		want=$(stat -c %a "$N/$f") got=$(stat -c %a "$R/$f")
+		[ "$got" = "$want" ] || fail "$f: mode $got through the mount, $want natively"
+	done
+	stat -c %a "$M/s" >/dev/null   # the kernel caches 4777
+	as "$UA" bash -c "echo more >> '$N/s'; echo more >> '$M/s'"
+	want=$(stat -c %a "$N/s") got=$(stat -c %a "$M/s")   # statx(STATX_MODE)
+	[ "$got" = "$want" ] || fail "mode-only statx after an append: $got through the mount, $want natively"
+	ok "sgid kept as on ext4 (member write: $(stat -c %a "$R/w"), capless-root chown: $(stat -c %a "$R/c")); statx mode after append $got"
+}
+
+SECTIONS=(group_deny sgid_parity)
+for s in "${SECTIONS[@]}"; do
+	[ -z "${ADV_ONLY:-}" ] || [ "$ADV_ONLY" = "$s" ] || continue
+	echo "== $s"
+	"adv_$s"
+done
+echo PASS
