@@ -220,6 +220,7 @@ static int loss_step(struct daemon *d, struct loss_work *w)
 
 	if (!w->seen) {
 		w->seen = true;
+		lfs_stop_atime(d->fs); /* before any acknowledgement */
 		loss_begin(d);
 	}
 	if (!w->fenced) {

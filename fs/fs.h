@@ -57,6 +57,15 @@ void lfs_free(struct lfs *fs);
 const struct fuse_lowlevel_ops *lfs_ops(void);
 
 /*
+ * After lease loss, first: reads must change nothing in ROOT, so every
+ * file the passthrough has open, and every one it opens from now on, is
+ * read without updating its atime (O_NOATIME; a symlink's atime may still
+ * move once, on a readlink the kernel has not cached).  Quick; call from a
+ * non-FUSE thread before acknowledging the loss.
+ */
+void lfs_stop_atime(struct lfs *fs);
+
+/*
  * After lease loss: the root now belongs to someone else, so stop trusting
  * the kernel's caches.  Short timeouts from here on, no page cache kept
  * across opens, and every cached inode's pages and attributes dropped now

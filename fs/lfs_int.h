@@ -43,6 +43,10 @@ struct lfs {
 	_Atomic double entry_timeout;
 	_Atomic double attr_timeout;
 	atomic_bool keep_cache;
+	/* Set once the lease is lost: reads must not change ROOT, so every
+	 * file description the daemon holds, or opens from then on, gets
+	 * O_NOATIME (lfs_after_loss()). */
+	atomic_bool noatime;
 	int root_mnt_id;        /* handles are only used on the root's mount */
 	int mount_fd;           /* root, O_RDONLY: open_by_handle_at refuses
 				 * O_PATH fds as its mount fd */

@@ -349,6 +349,32 @@ static int chmod_as_daemon(struct lfs *fs, int fd, mode_t m)
 	return chmod(proc_path(p, fd), m) < 0 ? neg_errno() : 0;
 }
 
+/* O_NOATIME on an open file description, as the daemon (a non-owner
+ * caller may not set it); for regular files and directories only. */
+static void fd_noatime(struct lfs *fs, int fd)
+{
+	struct stat st;
+	int fl;
+
+	if (fstat(fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+		return;
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || (fl & (O_NOATIME | O_PATH)))
+		return;
+	if (fs->switch_creds)
+		act_as(fs->own_uid, fs->own_gid);
+	(void)fcntl(fd, F_SETFL, fl | O_NOATIME); /* best effort: see README */
+}
+
+/* A file description just opened for a caller: after loss, no atime. The
+ * flag is read after the open, and set before lfs_after_loss() walks the
+ * open descriptors, so none is missed. */
+static void opened(struct lfs *fs, int fd)
+{
+	if (atomic_load(&fs->noatime))
+		fd_noatime(fs, fd);
+}
+
 /*
  * The mode ext4 leaves after a write, truncate or chown by req's caller
  * when the kernel flagged it (FUSE_HANDLE_KILLPRIV_V2: the caller lacks
@@ -828,6 +854,7 @@ static void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_err(req, rc);
 		return;
 	}
+	opened(fs, a.fd_out);
 	fi->fh = (uint64_t)a.fd_out;
 	open_reply_flags(fs, fi);
 	if (fuse_reply_open(req, fi) != 0)
@@ -963,6 +990,7 @@ static void lfs_opendir(fuse_req_t req, fuse_ino_t ino,
 	inode_fd_put(inode, ifd);
 	if (rc < 0)
 		goto fail;
+	opened(fs, fd);
 	d->dp = fdopendir(fd);
 	if (!d->dp) {
 		rc = neg_errno();
@@ -1363,6 +1391,29 @@ int lfs_new(const struct lfs_config *cfg, struct lfs **out)
 fail:
 	lfs_free(fs);
 	return rc;
+}
+
+/* Every regular file and directory the process holds open gets
+ * O_NOATIME (the lease store's and the daemon's own included: harmless). */
+static void all_fds_noatime(struct lfs *fs)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+
+	while (d && (de = readdir(d)) != NULL) {
+		int fd = atoi(de->d_name);
+
+		if (de->d_name[0] != '.' && fd != dirfd(d))
+			fd_noatime(fs, fd);
+	}
+	if (d)
+		closedir(d);
+}
+
+void lfs_stop_atime(struct lfs *fs)
+{
+	atomic_store(&fs->noatime, true);
+	all_fds_noatime(fs);
 }
 
 void lfs_after_loss(struct lfs *fs, struct fuse_session *se)

@@ -72,7 +72,31 @@ adv_sgid_parity() {
 	ok "sgid kept as on ext4 (member write: $(stat -c %a "$R/w"), capless-root chown: $(stat -c %a "$R/c")); statx mode after append $got"
 }
 
-SECTIONS=(group_deny sgid_parity)
+# 10. Reads through a fenced mount change nothing in ROOT: no atime moves,
+#     neither for a file opened before the loss nor for opens after it,
+#     nor for a directory listed after it (the backing fs is relatime, and
+#     atimes set older than mtime would be updated by any read).
+adv_atime_after_loss() {
+	local R=$T/r10 M=$T/m10 f before after
+	mount_ws "$R" "$M"
+	echo early > "$M/early" && echo late > "$M/late" && mkdir "$M/d" && touch "$M/d/x"
+	exec {held}<"$M/early"
+	revoke "$M"
+	wait_until 5 bash -c "! echo x 2>/dev/null >> '$M/probe'" || fail "no EROFS after revoke"
+	for f in early late d; do touch -a -d 2001-01-01 "$R/$f"; done
+	before=$(stat -c %X "$R/early" "$R/late" "$R/d" | tr '\n' ' ')
+	cat <&$held >/dev/null
+	exec {held}<&-
+	cat "$M/late" >/dev/null
+	ls "$M/d" >/dev/null
+	after=$(stat -c %X "$R/early" "$R/late" "$R/d" | tr '\n' ' ')
+	[ "$before" = "$after" ] || fail "reads after loss moved atimes in ROOT: $before -> $after"
+	cat "$R/late" >/dev/null
+	[ "$(stat -c %X "$R/late")" != "$(stat -c %X "$R/early")" ] || fail "setup: the backing fs does not update atime"
+	ok "reads after loss (open before, open after, readdir) left every atime in ROOT alone"
+}
+
+SECTIONS=(group_deny sgid_parity atime_after_loss)
 for s in "${SECTIONS[@]}"; do
 	[ -z "${ADV_ONLY:-}" ] || [ "$ADV_ONLY" = "$s" ] || continue
 	echo "== $s"
