@@ -38,7 +38,7 @@
 static const char usage_text[] =
 	"usage: leasefs mount [--placement=exclusive|session|shared] [--leases=URI]\n"
 	"                     [--session=UUID] [--wait=SECONDS] [--ttl=SECONDS]\n"
-	"                     [--metrics-dir=DIR]\n"
+	"                     [--metrics-dir=DIR] [--files-per-user=N]\n"
 	"                     [-o OPT] [-f] [-d] ROOT MOUNTPOINT\n"
 	"       leasefs status MOUNTPOINT [--json]\n"
 	"       leasefs umount MOUNTPOINT\n"
@@ -204,7 +204,7 @@ static int add_fuse_opt(struct mount_opts *o, const char *arg,
 }
 
 enum { OPT_PLACEMENT = 256, OPT_LEASES, OPT_SESSION, OPT_WAIT, OPT_TTL,
-       OPT_METRICS_DIR,
+       OPT_METRICS_DIR, OPT_FILES_PER_USER,
        OPT_JSON };
 
 static const struct option mount_longopts[] = {
@@ -214,6 +214,7 @@ static const struct option mount_longopts[] = {
 	{ "wait", required_argument, NULL, OPT_WAIT },
 	{ "ttl", required_argument, NULL, OPT_TTL },
 	{ "metrics-dir", required_argument, NULL, OPT_METRICS_DIR },
+	{ "files-per-user", required_argument, NULL, OPT_FILES_PER_USER },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 }
 };
@@ -251,6 +252,16 @@ static int parse_mount_opt(struct mount_opts *o, int c, struct lfs_err *err)
 			return usage_error(err, "bad --metrics-dir '%s' (expected "
 					   "an existing absolute directory)", optarg);
 		o->metrics_dir = optarg;
+		return 0;
+	}
+	case OPT_FILES_PER_USER: {
+		char *end;
+
+		errno = 0;
+		o->files_per_user = strtol(optarg, &end, 10);
+		if (errno || end == optarg || *end || o->files_per_user < 1)
+			return usage_error(err, "bad --files-per-user '%s' "
+					   "(expected a count >= 1)", optarg);
 		return 0;
 	}
 	case 'o': return add_fuse_opt(o, optarg, err);
@@ -693,7 +704,8 @@ static int cmd_lease(int argc, char **argv)
 
 /* leasefs's own keys inside -o (the mount(8)/fstab form). */
 static const char *const own_keys[] = {
-	"leases", "placement", "session", "wait", "ttl", "metrics-dir", NULL,
+	"leases", "placement", "session", "wait", "ttl", "metrics-dir",
+	"files-per-user", NULL,
 };
 
 /* "key=value" with one of own_keys: the key's length, else 0. */

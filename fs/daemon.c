@@ -27,6 +27,7 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/sysinfo.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,13 +37,15 @@
 #include "session.h"
 #include "transport.h"
 
-/* Descriptors a daemon keeps for itself, outside the inodes' budget:
- * control clients and watchers, leases and their bells, eventfds, the
- * FUSE device, directory streams. */
-#define FD_RESERVE 160
-/* A lower open files limit leaves too few for the inodes: refused before
- * anything is taken. */
-#define FD_MIN 256
+/* Descriptors a daemon keeps for itself, outside the passthrough's
+ * budget: control clients, watchers and umount waiters (up to 115), the
+ * lease store's (leases, bells, records, connections), eventfds, the FUSE
+ * device, and per FUSE thread (workers, io_uring queues) its splice and
+ * peek pipes.  A lower open files limit than FD_SPARE more is refused
+ * before anything is taken. */
+#define FD_RESERVE_BASE 256
+#define FD_RESERVE_PER_THREAD 6
+#define FD_SPARE 256
 /* FUSE_HANDLE_KILLPRIV_V2 when the kernel offers it (README: measured). */
 #define KILLPRIV_V2_DEFAULT true
 /* FUSE over io_uring when the kernel has it enabled (README: measured). */
@@ -451,6 +454,16 @@ static int build_fuse_args(struct mount_opts *o, const char *root,
 	return r;
 }
 
+/* What the daemon keeps of RLIMIT_NOFILE for itself (see FD_RESERVE_BASE):
+ * it grows with the FUSE threads a mount may run. */
+static long fd_reserve(void)
+{
+	long cpus = get_nprocs_conf();
+
+	return FD_RESERVE_BASE +
+	       FD_RESERVE_PER_THREAD * (TRANSPORT_MAX_WORKERS + (cpus > 0 ? cpus : 1));
+}
+
 /*
  * The one place a placement becomes policy.  Exclusive and session
  * placements have the served directory to themselves (the root lease, or
@@ -462,12 +475,12 @@ static struct lfs_config policy_for(const struct mount_opts *o,
 {
 	enum coord_placement p = o->placement;
 	bool sole_writer = p != COORD_SHARED;
-	const char *budget = getenv("LEASEFS_INODE_FDS");
+	const char *inode_fds = getenv("LEASEFS_INODE_FDS");
 	struct rlimit rl = { .rlim_cur = RLIM_INFINITY };
 	long fds = 0;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		fds = (long)rl.rlim_cur - FD_RESERVE;
+		fds = (long)rl.rlim_cur - fd_reserve();
 
 	return (struct lfs_config){
 		.root = root,
@@ -475,7 +488,9 @@ static struct lfs_config policy_for(const struct mount_opts *o,
 		.attr_timeout = sole_writer ? 86400.0 : 1.0,
 		.keep_cache = sole_writer,
 		.max_read = o->max_read,
-		.fd_budget = budget ? strtol(budget, NULL, 10) : fds,
+		.fd_limit = fds,
+		.inode_fds = inode_fds ? strtol(inode_fds, NULL, 10) : 0,
+		.files_per_user = o->files_per_user,
 	};
 }
 
@@ -668,10 +683,12 @@ static int process_setup(struct lfs_err *err)
 	struct rlimit rl;
 
 	raise_nofile();
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < FD_MIN)
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+	    rl.rlim_cur < (rlim_t)(fd_reserve() + FD_SPARE))
 		return lfs_fail(err, EXIT_FAIL, -EMFILE, "the open files limit "
-				"is %llu; a mount needs at least %d",
-				(unsigned long long)rl.rlim_cur, FD_MIN);
+				"is %llu; a mount needs at least %ld",
+				(unsigned long long)rl.rlim_cur,
+				fd_reserve() + FD_SPARE);
 	umask(0);
 	if (geteuid() == 0 && setgroups(0, NULL) < 0)
 		return lfs_fail(err, EXIT_FAIL, -errno, "cannot drop "

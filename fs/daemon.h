@@ -23,6 +23,7 @@ struct mount_opts {
 	char *fuse_opts;     /* comma-joined -o options for libfuse, each allowed */
 	struct mount_attrs attrs;
 	unsigned max_read;   /* -o max_read=N, 0 if not given */
+	long files_per_user; /* --files-per-user, 0: the default */
 	const char *metrics_dir; /* --metrics-dir */
 	bool foreground;
 	bool debug;

@@ -27,9 +27,14 @@ struct lfs_config {
 	bool keep_cache;           /* page cache and listings kept across opens */
 	unsigned max_read;         /* -o max_read, which init() must repeat;
 				    * 0 = none */
-	long fd_budget;            /* inodes that keep an O_PATH fd before
-				    * falling back to file handles; 0 = from
-				    * RLIMIT_NOFILE */
+	long fd_limit;             /* descriptors the passthrough may hold:
+				    * inodes' and callers' open files */
+	long inode_fds;            /* inodes that keep an O_PATH fd before
+				    * falling back to file handles; 0 = three
+				    * quarters of fd_limit */
+	long files_per_user;       /* files and directories one caller uid
+				    * may have open; 0 = a quarter of what
+				    * the inodes leave of fd_limit */
 };
 
 struct lfs;

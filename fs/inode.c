@@ -289,20 +289,125 @@ static int root_mount_id(int fd)
 	return mnt_id;
 }
 
-/* Inodes keep their fds while at most half the fd limit is spent on
+/*
+ * Inodes keep their fds while at most half of their budget is spent on
  * files and three quarters on inodes overall (directories are the *at()
- * bases), leaving the rest for open files and directory streams. */
+ * bases).  What the inodes can never take of fd_limit is the budget of
+ * callers' open files and directories; one uid may hold a quarter of it
+ * (cfg.files_per_user overrides), so a caller that opens without end gets
+ * EMFILE while others still open, and the daemon's own descriptors
+ * (outside fd_limit) are never touched.
+ */
 void set_fd_budget(struct lfs *fs)
 {
 	struct rlimit rl;
-	long cur = 1024;
+	long limit = fs->cfg.fd_limit, inodes;
 
-	if (fs->cfg.fd_budget > 0)
-		cur = fs->cfg.fd_budget;
-	else if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		cur = (long)rl.rlim_cur;
-	fs->keep_files = cur / 2;
-	fs->keep_dirs = cur / 4 * 3;
+	if (limit <= 0)
+		limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+			rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur / 2 : 512;
+	inodes = fs->cfg.inode_fds > 0 ? fs->cfg.inode_fds : limit;
+	fs->keep_files = inodes / 2;
+	fs->keep_dirs = inodes / 4 * 3;
+	if (fs->keep_dirs > limit / 4 * 3)
+		fs->keep_dirs = limit / 4 * 3;
+	if (fs->keep_files > fs->keep_dirs)
+		fs->keep_files = fs->keep_dirs;
+	fs->open_budget = limit - fs->keep_dirs;
+	if (fs->open_budget < 1)
+		fs->open_budget = 1;
+	fs->per_user = fs->cfg.files_per_user > 0 ? fs->cfg.files_per_user
+						  : fs->open_budget / 4;
+	if (fs->per_user < 1)
+		fs->per_user = 1;
+}
+
+/* Caller holds open_lock.  uid's count, or NULL if it has none yet. */
+static struct uid_count *user_find_locked(struct lfs *fs, uid_t uid)
+{
+	size_t mask = fs->nusers_cap - 1;
+
+	if (!fs->nusers_cap)
+		return NULL;
+	for (size_t i = uid & mask; fs->users[i].used; i = (i + 1) & mask)
+		if (fs->users[i].uid == uid)
+			return &fs->users[i];
+	return NULL;
+}
+
+/* Caller holds open_lock.  Doubles the table (at most half full). */
+static int users_grow_locked(struct lfs *fs)
+{
+	size_t cap = fs->nusers_cap ? fs->nusers_cap * 2 : 16;
+	struct uid_count *nu = calloc(cap, sizeof(*nu));
+
+	if (!nu)
+		return -ENOMEM;
+	for (size_t i = 0; i < fs->nusers_cap; i++) {
+		size_t j = fs->users[i].uid & (cap - 1);
+
+		if (!fs->users[i].used)
+			continue;
+		while (nu[j].used)
+			j = (j + 1) & (cap - 1);
+		nu[j] = fs->users[i];
+	}
+	free(fs->users);
+	fs->users = nu;
+	fs->nusers_cap = cap;
+	return 0;
+}
+
+/* Caller holds open_lock.  uid's count, added if new; NULL out of memory. */
+static struct uid_count *user_slot_locked(struct lfs *fs, uid_t uid)
+{
+	struct uid_count *u = user_find_locked(fs, uid);
+	size_t i;
+
+	if (u)
+		return u;
+	if (fs->nusers + 1 > fs->nusers_cap / 2 && users_grow_locked(fs) < 0)
+		return NULL;
+	for (i = uid & (fs->nusers_cap - 1); fs->users[i].used;
+	     i = (i + 1) & (fs->nusers_cap - 1))
+		;
+	fs->users[i] = (struct uid_count){ .uid = uid, .used = true };
+	fs->nusers++;
+	return &fs->users[i];
+}
+
+int open_get(struct lfs *fs, uid_t uid)
+{
+	struct uid_count *u;
+	int r = 0;
+
+	pthread_mutex_lock(&fs->open_lock);
+	u = user_slot_locked(fs, uid);
+	if (!u)
+		r = -ENOMEM;
+	else if (u->n >= fs->per_user)
+		r = -EMFILE;
+	else if (fs->open_total >= fs->open_budget)
+		r = -ENFILE;
+	else {
+		u->n++;
+		fs->open_total++;
+	}
+	pthread_mutex_unlock(&fs->open_lock);
+	return r;
+}
+
+void open_put(struct lfs *fs, uid_t uid)
+{
+	struct uid_count *u;
+
+	pthread_mutex_lock(&fs->open_lock);
+	u = user_find_locked(fs, uid);
+	if (u && u->n > 0) {
+		u->n--;
+		fs->open_total--;
+	}
+	pthread_mutex_unlock(&fs->open_lock);
 }
 
 /*
@@ -364,6 +469,8 @@ fuse_ino_t *known_nodes(struct lfs *fs, size_t *n)
 
 void table_free(struct lfs *fs)
 {
+	free(fs->users);
+	fs->users = NULL;
 	size_t i;
 
 	for (i = 0; fs->buckets && i < fs->nbuckets; i++) {

@@ -54,6 +54,16 @@ struct lfs {
 	atomic_bool handles_used; /* some record has been handle-only */
 	long keep_files;        /* keep a non-directory's fd below this many */
 	long keep_dirs;         /* keep a directory's fd below this many */
+	long open_budget;       /* open files and directories, all callers */
+	long per_user;          /* ... and per caller uid */
+
+	/* open_lock protects open_total and the per-uid counts in users
+	 * (open addressing; entries are never removed, only go to 0). */
+	pthread_mutex_t open_lock;
+	long open_total;
+	struct uid_count { uid_t uid; long n; bool used; } *users;
+	size_t nusers_cap;      /* power of two, or 0 */
+	size_t nusers;
 
 	/* lock protects the hash table: buckets, nbuckets, count, and every
 	 * inode's next and nlookup.  Held only for table operations; never
@@ -71,6 +81,22 @@ struct handle_buf {
 };
 
 /* ---- small helpers ------------------------------------------------------ */
+
+/* An open file's fh: its fd, and the uid whose budget it counts against. */
+static inline uint64_t fh_make(int fd, uid_t uid)
+{
+	return (uint64_t)uid << 32 | (uint32_t)fd;
+}
+
+static inline int fh_fd(const struct fuse_file_info *fi)
+{
+	return (int)(uint32_t)fi->fh;
+}
+
+static inline uid_t fh_uid(const struct fuse_file_info *fi)
+{
+	return (uid_t)(fi->fh >> 32);
+}
 
 /* The passthrough of the session req came in on. */
 static inline struct lfs *req_fs(fuse_req_t req)
@@ -140,8 +166,14 @@ void table_detach(struct lfs *fs, struct lfs_inode *inode);
 void table_unref(struct lfs *fs, struct lfs_inode *inode, uint64_t n);
 /* Node ids of every inode the kernel holds; *n of them, malloc'ed. */
 fuse_ino_t *known_nodes(struct lfs *fs, size_t *n);
-/* How many inodes keep an fd: cfg.fd_budget, else from RLIMIT_NOFILE. */
+/* The descriptor budgets: how many inodes keep an fd (cfg.inode_fds, else
+ * from cfg.fd_limit), and how many files and directories callers may have
+ * open, in all and per uid. */
 void set_fd_budget(struct lfs *fs);
+/* One more open file or directory for uid: 0, -EMFILE (uid at its
+ * limit) or -ENFILE (all callers together at theirs). */
+int open_get(struct lfs *fs, uid_t uid);
+void open_put(struct lfs *fs, uid_t uid);
 /* Open the canonical root and make it the pinned root record. */
 int open_root(struct lfs *fs);
 void table_free(struct lfs *fs);

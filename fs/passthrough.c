@@ -49,6 +49,7 @@
 
 struct lfs_dir {
 	DIR *dp;
+	uid_t uid;               /* whose budget the open counts against */
 	off_t offset;            /* the kernel's view of dp's position */
 	struct dirent *pending;  /* read from dp but not yet returned */
 };
@@ -233,7 +234,7 @@ static void lfs_getattr(fuse_req_t req, fuse_ino_t ino,
 	int fd, rc;
 
 	if (fi) {
-		rc = fstat((int)fi->fh, &st) < 0 ? neg_errno() : 0;
+		rc = fstat(fh_fd(fi), &st) < 0 ? neg_errno() : 0;
 	} else {
 		fd = inode_fd(fs, inode);
 		rc = fd < 0 ? fd : stat_fd(fd, &st);
@@ -248,7 +249,7 @@ static int set_mode(int ifd, struct fuse_file_info *fi, mode_t mode)
 	int res;
 
 	if (fi)
-		res = fchmod((int)fi->fh, mode);
+		res = fchmod(fh_fd(fi), mode);
 	else
 		res = chmod(proc_path(p, ifd), mode);
 	return res < 0 ? neg_errno() : 0;
@@ -271,7 +272,7 @@ static int set_size(int ifd, struct fuse_file_info *fi, off_t size)
 	int res;
 
 	if (fi)
-		res = ftruncate((int)fi->fh, size);
+		res = ftruncate(fh_fd(fi), size);
 	else
 		res = truncate(proc_path(p, ifd), size);
 	return res < 0 ? neg_errno() : 0;
@@ -299,7 +300,7 @@ static int set_times(int ifd, struct fuse_file_info *fi,
 	time_spec(&tv[1], valid, FUSE_SET_ATTR_MTIME, FUSE_SET_ATTR_MTIME_NOW,
 		  &attr->st_mtim);
 	if (fi)
-		res = futimens((int)fi->fh, tv);
+		res = futimens(fh_fd(fi), tv);
 	else
 		res = utimensat(ifd, "", tv,
 				AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
@@ -778,13 +779,23 @@ static int make_file(void *a_)
 	return errno == EEXIST && !a->excl ? -ESTALE : neg_errno();
 }
 
+/* The open file of a failed or unanswered open or create goes, with its
+ * place in the caller's budget. */
+static void drop_open(struct lfs *fs, int fd, uid_t uid)
+{
+	if (fd >= 0)
+		close(fd);
+	open_put(fs, uid);
+}
+
 static void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       mode_t mode, struct fuse_file_info *fi)
 {
 	struct lfs *fs = req_fs(req);
 	struct lfs_inode *dir = inode_of(fs, parent);
+	uid_t uid = fuse_req_ctx(req)->uid;
 	struct make_args a = {
-		.dirfd = inode_fd(fs, dir), .name = name,
+		.dirfd = -1, .name = name,
 		.mode = mode & ~S_IFMT,
 		.open_flags = create_flags(fi->flags),
 		.excl = (fi->flags & O_EXCL) != 0,
@@ -792,8 +803,13 @@ static void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	};
 	struct fuse_entry_param e;
 	struct stat st;
-	int rc = a.dirfd;
+	int rc = open_get(fs, uid);
 
+	if (rc < 0) {
+		reply_err(req, rc);
+		return;
+	}
+	rc = a.dirfd = inode_fd(fs, dir);
 	if (a.dirfd >= 0)
 		rc = as_caller_masked(req, make_file, &a, &a.mode);
 	inode_fd_put(dir, a.dirfd);
@@ -801,20 +817,18 @@ static void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = fstat(a.fd_out, &st) < 0 ? neg_errno() : 0;
 	if (!rc)
 		rc = entry_from_fd(fs, a.fd_out, &st, &e);
-	if (rc < 0)
-		goto fail;
-	fi->fh = (uint64_t)a.fd_out;
+	if (rc < 0) {
+		drop_open(fs, a.fd_out, uid);
+		reply_err(req, rc);
+		return;
+	}
+	fi->fh = fh_make(a.fd_out, uid);
 	open_reply_flags(fs, fi);
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		/* The kernel will not release a handle it never received. */
-		close(a.fd_out);
+		drop_open(fs, a.fd_out, uid);
 		table_unref(fs, inode_of(fs, e.ino), 1);
 	}
-	return;
-fail:
-	if (a.fd_out >= 0)
-		close(a.fd_out);
-	reply_err(req, rc);
 }
 
 struct reopen_args {
@@ -837,28 +851,34 @@ static void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct lfs *fs = req_fs(req);
 	struct lfs_inode *inode = inode_of(fs, ino);
-	struct reopen_args a = { .ifd = inode_fd(fs, inode),
-				 .flags = backing_flags(fi->flags),
+	uid_t uid = fuse_req_ctx(req)->uid;
+	struct reopen_args a = { .ifd = -1, .flags = backing_flags(fi->flags),
 				 .fd_out = -1 };
-	int rc = a.ifd < 0 ? a.ifd : as_caller(req, reopen_fn, &a);
 	struct stat before;
+	int rc = open_get(fs, uid);
 
+	if (rc < 0) {
+		reply_err(req, rc);
+		return;
+	}
+	rc = a.ifd = inode_fd(fs, inode);
+	if (a.ifd >= 0)
+		rc = as_caller(req, reopen_fn, &a);
 	inode_fd_put(inode, a.ifd);
 	/* An O_TRUNC open: the kernel's kill flag, judged after the truncate
 	 * (the backing open truncated already; no owner changed). */
 	if (rc == 0 && (fi->flags & O_TRUNC) && has_sxid(a.fd_out, &before))
 		rc = settle_sxid(req, ino, a.fd_out, &before);
 	if (rc < 0) {
-		if (a.fd_out >= 0)
-			close(a.fd_out);
+		drop_open(fs, a.fd_out, uid);
 		reply_err(req, rc);
 		return;
 	}
 	opened(fs, a.fd_out);
-	fi->fh = (uint64_t)a.fd_out;
+	fi->fh = fh_make(a.fd_out, uid);
 	open_reply_flags(fs, fi);
 	if (fuse_reply_open(req, fi) != 0)
-		close(a.fd_out);
+		drop_open(fs, a.fd_out, uid);
 }
 
 static void lfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -867,7 +887,7 @@ static void lfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
 
 	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-	buf.buf[0].fd = (int)fi->fh;
+	buf.buf[0].fd = fh_fd(fi);
 	buf.buf[0].pos = off;
 	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 }
@@ -878,18 +898,18 @@ static void lfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 {
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
 	struct stat before;
-	bool sxid = has_sxid((int)fi->fh, &before);
+	bool sxid = has_sxid(fh_fd(fi), &before);
 	ssize_t n;
 
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-	out.buf[0].fd = (int)fi->fh;
+	out.buf[0].fd = fh_fd(fi);
 	out.buf[0].pos = off;
 	/* As the caller: the backing filesystem clears set-user-ID and
 	 * capabilities on a write exactly as natively for this caller. */
 	act_as_caller(req);
 	n = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
 	if (n >= 0 && sxid) {
-		int k = settle_sxid(req, ino, (int)fi->fh, &before);
+		int k = settle_sxid(req, ino, fh_fd(fi), &before);
 
 		n = k < 0 ? k : n;
 	}
@@ -902,7 +922,7 @@ static void lfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 /* Close-time errors of the backing fs (e.g. NFS) surface here. */
 static void lfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	int fd = dup((int)fi->fh);
+	int fd = dup(fh_fd(fi));
 
 	if (fd < 0 || close(fd) < 0)
 		reply_err(req, neg_errno());
@@ -913,14 +933,14 @@ static void lfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void lfs_release(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
-	close((int)fi->fh);
+	drop_open(req_fs(req), fh_fd(fi), fh_uid(fi));
 	fuse_reply_err(req, 0);
 }
 
 static void lfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		      struct fuse_file_info *fi)
 {
-	int res = datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh);
+	int res = datasync ? fdatasync(fh_fd(fi)) : fsync(fh_fd(fi));
 
 	reply_err(req, res < 0 ? neg_errno() : 0);
 }
@@ -929,7 +949,7 @@ static void lfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 			  off_t offset, off_t length,
 			  struct fuse_file_info *fi)
 {
-	int res = fallocate((int)fi->fh, mode, offset, length);
+	int res = fallocate(fh_fd(fi), mode, offset, length);
 
 	reply_err(req, res < 0 ? neg_errno() : 0);
 }
@@ -940,7 +960,7 @@ static void lfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 				struct fuse_file_info *fi_out, size_t len,
 				int flags)
 {
-	ssize_t n = copy_file_range((int)fi_in->fh, &off_in, (int)fi_out->fh,
+	ssize_t n = copy_file_range(fh_fd(fi_in), &off_in, fh_fd(fi_out),
 				    &off_out, len, (unsigned)flags);
 
 	if (n < 0)
@@ -952,7 +972,7 @@ static void lfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 static void lfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		      struct fuse_file_info *fi)
 {
-	off_t res = lseek((int)fi->fh, off, whence);
+	off_t res = lseek(fh_fd(fi), off, whence);
 
 	if (res < 0)
 		reply_err(req, neg_errno());
@@ -967,34 +987,44 @@ static struct lfs_dir *dir_of(struct fuse_file_info *fi)
 	return (struct lfs_dir *)(uintptr_t)fi->fh;
 }
 
+/* A directory stream for req's caller (counted in its budget), or -errno. */
+static int open_dir(fuse_req_t req, struct lfs_inode *inode, struct lfs_dir *d)
+{
+	struct lfs *fs = req_fs(req);
+	struct reopen_args a = { .ifd = inode_fd(fs, inode), .fd_out = -1,
+				 .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC };
+	int rc = a.ifd < 0 ? a.ifd : as_caller(req, reopen_fn, &a);
+
+	inode_fd_put(inode, a.ifd);
+	if (rc < 0)
+		return rc;
+	opened(fs, a.fd_out);
+	d->dp = fdopendir(a.fd_out);
+	if (!d->dp) {
+		rc = neg_errno();
+		close(a.fd_out);
+	}
+	return rc;
+}
+
 static void lfs_opendir(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
 	struct lfs *fs = req_fs(req);
-	struct lfs_inode *inode = inode_of(fs, ino);
 	struct lfs_dir *d = calloc(1, sizeof(*d));
-	int ifd, fd = -1, rc;
+	uid_t uid = fuse_req_ctx(req)->uid;
+	int rc = d ? open_get(fs, uid) : -ENOMEM;
 
-	if (!d) {
-		rc = -ENOMEM;
-		goto fail;
+	if (rc == 0) {
+		d->uid = uid;
+		rc = open_dir(req, inode_of(fs, ino), d);
+		if (rc < 0)
+			open_put(fs, uid);
 	}
-	rc = ifd = inode_fd(fs, inode);
-	if (rc < 0)
-		goto fail;
-	struct reopen_args a = { .ifd = ifd, .fd_out = -1,
-				 .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC };
-
-	rc = as_caller(req, reopen_fn, &a);
-	fd = a.fd_out;
-	inode_fd_put(inode, ifd);
-	if (rc < 0)
-		goto fail;
-	opened(fs, fd);
-	d->dp = fdopendir(fd);
-	if (!d->dp) {
-		rc = neg_errno();
-		goto fail;
+	if (rc < 0) {
+		free(d);
+		reply_err(req, rc);
+		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)d;
 	/* Exclusive: the kernel's cached listing stays valid; it is
@@ -1003,14 +1033,9 @@ static void lfs_opendir(fuse_req_t req, fuse_ino_t ino,
 	fi->keep_cache = atomic_load(&fs->keep_cache);
 	if (fuse_reply_open(req, fi) != 0) {
 		closedir(d->dp);
+		open_put(fs, uid);
 		free(d);
 	}
-	return;
-fail:
-	if (fd >= 0)
-		close(fd);
-	free(d);
-	reply_err(req, rc);
 }
 
 /* Adds one entry at buf; returns its size (> rem means it did not fit
@@ -1120,6 +1145,7 @@ static void lfs_releasedir(fuse_req_t req, fuse_ino_t ino,
 	struct lfs_dir *d = dir_of(fi);
 
 	closedir(d->dp);
+	open_put(req_fs(req), d->uid);
 	free(d);
 	fuse_reply_err(req, 0);
 }
@@ -1368,6 +1394,7 @@ int lfs_new(const struct lfs_config *cfg, struct lfs **out)
 	fs->root.fd = -1;
 	fs->mount_fd = -1;
 	pthread_mutex_init(&fs->lock, NULL);
+	pthread_mutex_init(&fs->open_lock, NULL);
 	fs->nbuckets = LFS_TABLE_MIN_BUCKETS;
 	fs->buckets = calloc(fs->nbuckets, sizeof(*fs->buckets));
 	fs->root_path = strdup(cfg->root);
@@ -1441,6 +1468,7 @@ void lfs_free(struct lfs *fs)
 	if (fs->mount_fd >= 0)
 		close(fs->mount_fd);
 	pthread_mutex_destroy(&fs->lock);
+	pthread_mutex_destroy(&fs->open_lock);
 	free(fs->root_path);
 	free(fs);
 }

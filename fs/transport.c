@@ -22,7 +22,6 @@
  * floors of its ring payload size (fs/fuse). */
 #define KERNEL_MIN_PAYLOAD 8192u
 #define KERNEL_DEFAULT_MAX_PAGES 32u
-#define MAX_WORKERS 16
 
 struct transport {
 	struct fuse_session *se;
@@ -45,7 +44,7 @@ struct transport {
 	sem_t finished;
 	/* lock protects workers, nworkers and stopping. */
 	pthread_mutex_t lock;
-	pthread_t workers[MAX_WORKERS];
+	pthread_t workers[TRANSPORT_MAX_WORKERS];
 	unsigned nworkers, max_workers;
 	bool stopping;
 	atomic_uint idle;               /* workers waiting for a request */
@@ -407,7 +406,7 @@ static unsigned default_threads(void)
 
 	if (n < 2)
 		return 2;
-	return n > MAX_WORKERS ? MAX_WORKERS : (unsigned)n;
+	return n > TRANSPORT_MAX_WORKERS ? TRANSPORT_MAX_WORKERS : (unsigned)n;
 }
 
 int transport_run(struct transport *t, unsigned threads)
@@ -416,8 +415,8 @@ int transport_run(struct transport *t, unsigned threads)
 	int r = 0;
 
 	t->max_workers = threads ? threads : default_threads();
-	if (t->max_workers > MAX_WORKERS)
-		t->max_workers = MAX_WORKERS;
+	if (t->max_workers > TRANSPORT_MAX_WORKERS)
+		t->max_workers = TRANSPORT_MAX_WORKERS;
 	for (unsigned i = 0; i < 2 && r == 0; i++)
 		r = grow(t);
 	pthread_mutex_lock(&t->lock);

@@ -28,6 +28,9 @@
 struct fuse_session;
 struct transport;
 
+/* The most /dev/fuse worker threads a mount runs. */
+#define TRANSPORT_MAX_WORKERS 16
+
 /* What the daemon asks for; each is used only if the kernel offers it. */
 struct transport_opts {
 	bool killpriv_v2;

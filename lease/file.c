@@ -647,14 +647,27 @@ static void drop_grant(struct file_lease *fl)
 	pthread_mutex_unlock(&fl->fd_lock);
 }
 
-/* Loss reason implied by the record, or NONE while it is still ours. */
-static enum lease_loss check_record(struct lease *l)
+/* A failure to read a record that says nothing about it: the process is
+ * out of descriptors or memory for a moment. */
+static bool transient(int code)
 {
+	return code == -EMFILE || code == -ENFILE || code == -ENOMEM ||
+	       code == -EINTR || code == -EAGAIN;
+}
+
+/* Loss reason implied by the record, or NONE while it is still ours (or
+ * cannot be read for a moment: *retry, and nothing is concluded). */
+static enum lease_loss check_record(struct lease *l, bool *retry)
+{
+	struct lease_err err = { 0 };
 	struct rec rec;
 	bool exists;
+	int r = rec_read(fs_of(l->store), l->name, &rec, &exists, &err);
 
-	if (rec_read(fs_of(l->store), l->name, &rec, &exists, NULL) < 0 ||
-	    !exists)
+	*retry = r < 0 && err.kind == LEASE_E_IO && transient(err.code);
+	if (*retry)
+		return LEASE_LOSS_NONE;
+	if (r < 0 || !exists)
 		return LEASE_LOSS_STORE;
 	if (rec.state == LEASE_STATE_REVOKED)
 		return LEASE_LOSS_REVOKED;
@@ -743,8 +756,12 @@ static void hub_check_locked(struct hub *h, struct file_store *fs,
 			continue;
 		now = record_stamp(fs, fl->lease->name);
 		if (!sweep || !stamp_equal(&now, &fl->seen)) {
+			bool retry;
+
 			fl->seen = now;
-			why = check_record(fl->lease);
+			why = check_record(fl->lease, &retry);
+			if (retry) /* matches no stamp: the next sweep reads */
+				fl->seen = (struct rec_stamp){ .size = -1 };
 			if (why != LEASE_LOSS_NONE) {
 				hub_unlink_locked(h, fl);
 				lease_mark_lost(fl->lease, why);

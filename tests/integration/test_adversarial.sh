@@ -96,7 +96,48 @@ adv_atime_after_loss() {
 	ok "reads after loss (open before, open after, readdir) left every atime in ROOT alone"
 }
 
-SECTIONS=(group_deny sgid_parity atime_after_loss)
+# 7. One unprivileged user opening one file without end spends its own
+#    budget, never the daemon's or other users': it gets EMFILE, another
+#    user still opens, the control socket answers, and the lease stays
+#    held past the store's sweeps - with the daemon's default limits, a
+#    daemon started at `ulimit -n 1024`, and --files-per-user=50.
+adv_fd_exhaustion() {
+	local R=$T/r7 M=$T/m7 i n lim
+	cat > "$T/opener.py" <<'PY'
+import errno, os, sys
+fds = []
+try:
+    while len(fds) < 100000:
+        fds.append(os.open(sys.argv[1], os.O_RDONLY))
+    print(len(fds), "none", flush=True)
+except OSError as e:
+    print(len(fds), errno.errorcode[e.errno], flush=True)
+sys.stdin.readline()
+PY
+	for i in 1 2 3; do
+		mkdir -p "$R$i" && echo data > "$R$i/f" && chmod 755 "$R$i" && chmod 644 "$R$i/f"
+		case $i in
+		1) mount_ws "$R$i" "$M$i" ;;
+		2) (ulimit -n 1024 && mount_ws "$R$i" "$M$i") ; PIDS+=("$(status_of "$M$i" pid)"); MOUNTS+=("$M$i") ;;
+		3) mount_ws "$R$i" "$M$i" --files-per-user=50 ;;
+		esac
+		coproc OPENER { as "$UA" /usr/bin/python3 -u "$T/opener.py" "$M$i/f"; }
+		read -r n lim <&"${OPENER[0]}" || fail "opener said nothing"
+		[ "$lim" = EMFILE ] || fail "mount $i: $UA opened $n times, then $lim (want EMFILE)"
+		[ $i -ne 3 ] || [ "$n" -eq 50 ] || fail "--files-per-user=50: $UA opened $n"
+		[ "$(as "$UB" cat "$M$i/f")" = data ] || fail "mount $i: $UB cannot read while $UA holds $n files"
+		timeout 3 "$LEASEFS" status "$M$i" >/dev/null || fail "mount $i: status does not answer"
+		sleep 2.5   # two sweeps of the file store's records (once a second)
+		[ "$(status_of "$M$i" state)" = held ] || fail "mount $i: lease lost while $UA held $n files"
+		echo w > "$M$i/w" || fail "mount $i: root cannot write"
+		echo done >&"${OPENER[1]}"
+		wait "$OPENER_PID" 2>/dev/null || true
+		[ "$(as "$UA" cat "$M$i/f")" = data ] || fail "mount $i: $UA's files were not given back"
+		ok "mount $i: $UA got EMFILE after $n opens; $UB read, status answered, lease held"
+	done
+}
+
+SECTIONS=(group_deny sgid_parity atime_after_loss fd_exhaustion)
 for s in "${SECTIONS[@]}"; do
 	[ -z "${ADV_ONLY:-}" ] || [ "$ADV_ONLY" = "$s" ] || continue
 	echo "== $s"
