@@ -248,10 +248,10 @@ static int parse_mount_opt(struct mount_opts *o, int c, struct lfs_err *err)
 		struct stat st;
 
 		if (stat(optarg, &st) < 0 || !S_ISDIR(st.st_mode) ||
-		    optarg[0] != '/')
+		    optarg[0] != '/' || !realpath(optarg, o->metrics_canon))
 			return usage_error(err, "bad --metrics-dir '%s' (expected "
 					   "an existing absolute directory)", optarg);
-		o->metrics_dir = optarg;
+		o->metrics_dir = o->metrics_canon;
 		return 0;
 	}
 	case OPT_FILES_PER_USER: {
@@ -410,6 +410,11 @@ static int check_operands(struct mount_opts *o, struct lfs_err *err)
 {
 	int r = resolve_paths(o, o->mnt_arg, err);
 
+	if (r == 0 && o->metrics_dir &&
+	    lease_path_within(o->metrics_dir, o->canon_root))
+		return usage_error(err, "--metrics-dir %s is inside the "
+				   "workspace root; the daemon never writes "
+				   "its root but for its callers", o->metrics_dir);
 	return r < 0 ? r : check_lease_dir(o, err);
 }
 

@@ -24,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -50,6 +52,9 @@ struct control {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int listen_fd;
 	int stop_fd;
+	/* The metrics directory, opened once without following a symlink
+	 * (-1: none); written only relative to it. */
+	int metrics_dirfd;
 	pthread_t thread;
 	/* Owned by the control thread alone until it is joined. */
 	int waiters[MAX_WAITERS];
@@ -296,38 +301,65 @@ char *control_metrics_text(const struct daemon_info *in)
 }
 
 /* The textfile for node_exporter: DIR/leasefs-<hash of mount point>.prom,
- * written whole (temp file, rename). */
-static int metrics_path(const struct control *ctl, char *out, size_t sz,
+ * written whole (temp file, rename); `out` is relative to the directory. */
+static int metrics_name(const struct control *ctl, char *out, size_t sz,
 			const char *sfx)
 {
 	const char *hash = strrchr(ctl->path, '/') + 1; /* <hash>.sock */
 
-	return snprintf(out, sz, "%s/leasefs-%.*s.prom%s",
-			ctl->info.metrics_dir, 64, hash, sfx) < (int)sz ? 0
-								: -ENAMETOOLONG;
+	return snprintf(out, sz, "leasefs-%.*s.prom%s", 64, hash, sfx) < (int)sz
+		? 0 : -ENAMETOOLONG;
+}
+
+/* The metrics directory, opened as its canonical path without following
+ * any symlink: the directory the host lock covers. */
+static int open_metrics_dir(const char *dir)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	long fd = syscall(SYS_openat2, AT_FDCWD, dir, &how, sizeof(how));
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
+/* Whether the directory we hold is still where its host lock says: one
+ * moved elsewhere (into a workspace, say) is not written any more. */
+static bool metrics_dir_in_place(const struct control *ctl)
+{
+	char link[PATH_MAX + 1], proc[32];
+	ssize_t n;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", ctl->metrics_dirfd);
+	n = readlink(proc, link, sizeof(link) - 1);
+	if (n < 0)
+		return false;
+	link[n] = '\0';
+	return strcmp(link, ctl->info.metrics_dir) == 0;
 }
 
 static void metrics_write(struct control *ctl)
 {
-	char tmp[PATH_MAX], dst[PATH_MAX], *text;
-	int fd;
+	char tmp[NAME_MAX + 1], dst[NAME_MAX + 1], *text;
+	int dfd = ctl->metrics_dirfd, fd;
 
-	if (!ctl->info.metrics_dir || metrics_path(ctl, tmp, sizeof(tmp), ".tmp") ||
-	    metrics_path(ctl, dst, sizeof(dst), ""))
+	if (dfd < 0 || metrics_name(ctl, tmp, sizeof(tmp), ".tmp") ||
+	    metrics_name(ctl, dst, sizeof(dst), "") || !metrics_dir_in_place(ctl))
 		return;
 	text = control_metrics_text(&ctl->info);
 	/* A fresh file of our own, whatever another user left at that name
 	 * (the directory may be shared): never opened through a link. */
-	unlink(tmp);
-	fd = text ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
-			 O_NOFOLLOW, 0644) : -1;
+	unlinkat(dfd, tmp, 0);
+	fd = text ? openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
+			   O_NOFOLLOW, 0644) : -1;
 	if (fd >= 0) {
 		bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
 
 		if (close(fd) == 0 && ok)
-			rename(tmp, dst);
+			renameat(dfd, tmp, dfd, dst);
 		else
-			unlink(tmp);
+			unlinkat(dfd, tmp, 0);
 	}
 	free(text);
 	ctl->metrics_next = lease_deadline_ms(METRICS_PERIOD_MS);
@@ -518,7 +550,7 @@ static int poll_timeout(struct control *ctl)
 	int t = clients_expire(ctl);
 	int64_t left;
 
-	if (!ctl->info.metrics_dir)
+	if (ctl->metrics_dirfd < 0)
 		return t;
 	left = (ctl->metrics_next - lease_now_ns()) / 1000000 + 1;
 	if (left < 0)
@@ -570,7 +602,7 @@ static void *control_thread(void *p)
 		}
 		if (pfd[1].revents)
 			break;
-		if (ctl->info.metrics_dir && lease_deadline_passed(ctl->metrics_next))
+		if (ctl->metrics_dirfd >= 0 && lease_deadline_passed(ctl->metrics_next))
 			metrics_write(ctl);
 		if (pfd[2].revents & POLLIN)
 			state_event(ctl, pfd[2].fd);
@@ -653,10 +685,13 @@ int control_start(const struct daemon_info *info, struct control **out)
 	for (int i = 0; i < MAX_WATCHERS; i++)
 		ctl->watchers[i] = -1;
 	ctl->last_state = public_state(coord_state(info->coord));
+	ctl->metrics_dirfd = -1;
 	ctl->stop_fd = eventfd(0, EFD_CLOEXEC);
 	r = ctl->stop_fd < 0 ? -errno
 			     : control_path(info->mountpoint, ctl->path,
 					    sizeof(ctl->path));
+	if (r == 0 && info->metrics_dir)
+		r = ctl->metrics_dirfd = open_metrics_dir(info->metrics_dir);
 	if (r < 0)
 		goto fail;
 	r = listen_on(ctl);
@@ -674,6 +709,8 @@ fail:
 		close(ctl->listen_fd);
 	if (ctl->stop_fd >= 0)
 		close(ctl->stop_fd);
+	if (ctl->metrics_dirfd >= 0)
+		close(ctl->metrics_dirfd);
 	free(ctl);
 	return r;
 }
@@ -688,12 +725,14 @@ void control_stop(struct control *ctl)
 		perror("leasefs: control: stop");
 	pthread_join(ctl->thread, NULL);
 	unlink(ctl->path);
-	if (ctl->info.metrics_dir) {
-		char p[PATH_MAX];
+	if (ctl->metrics_dirfd >= 0) {
+		char p[NAME_MAX + 1];
 
 		/* A mount that is gone reports nothing. */
-		if (metrics_path(ctl, p, sizeof(p), "") == 0)
-			unlink(p);
+		if (metrics_name(ctl, p, sizeof(p), "") == 0 &&
+		    metrics_dir_in_place(ctl))
+			unlinkat(ctl->metrics_dirfd, p, 0);
+		close(ctl->metrics_dirfd);
 	}
 	close(ctl->listen_fd);
 	close(ctl->stop_fd);

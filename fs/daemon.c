@@ -34,6 +34,7 @@
 #include "daemon.h"
 #include "fs.h"
 #include "gate.h"
+#include "hostlock.h"
 #include "session.h"
 #include "transport.h"
 
@@ -67,7 +68,14 @@ struct daemon {
 	struct transport *transport;
 	struct control *ctl;
 	int64_t acquire_deadline; /* --wait, absolute; bounds the host lock too */
-	int hostlock_fd;         /* event thread closes it on loss; teardown after join */
+	/* The host lock on the root: the event thread frees it once the loss
+	 * is acknowledged, the teardown after joining it. */
+	struct hostlock *root_lock;
+	/* Host locks on the directories the daemon writes outside ROOT (the
+	 * metrics directory, a file store): until the daemon exits. */
+	struct hostlock *dir_locks[2];
+	char session_id[37];      /* --session, else a random one */
+	char session_root[PATH_MAX]; /* session placement: ROOT/<session id> */
 	int event_fd;            /* umount requests and loss, for the event thread */
 	/* To the waiting parent, until on_serving() (a FUSE worker) reports;
 	 * the main thread reads it only after the workers are joined. */
@@ -106,9 +114,30 @@ static void on_umount(void *ud)
 		perror("leasefs: umount request");
 }
 
-/* Exclusive placement: the root lease is held; now lock the root's inode
- * identity, recording our lease and its epoch (the store's high-water mark,
- * which is ours while we hold the name) for a refused contender. */
+/* The host lock on the served root: exclusive placement holds it as X
+ * (with our lease and epoch, for a refused contender), shared and session
+ * placements as S. */
+static int lock_root(struct daemon *d, const char *root, const char *lease_name,
+		     uint64_t epoch, struct lease_err *err)
+{
+	struct hostlock_spec spec = {
+		.path = root,
+		.mode = lease_name ? HOSTLOCK_X : HOSTLOCK_S,
+		.what = "workspace",
+		.lease_name = lease_name,
+		.epoch = epoch,
+		.mountpoint = d->opts->mountpoint,
+	};
+
+	return hostlock_take(&spec, d->acquire_deadline, &d->root_lock, err);
+}
+
+/*
+ * Exclusive placement: the root lease is held; now the host lock, with
+ * our lease's epoch (the store's high-water mark, which is ours while we
+ * hold the name).  Every store: one host has one exclusive writer per
+ * tree, whatever store each mount uses.
+ */
 static int after_acquire(void *ud, const char *root, struct lease_err *err)
 {
 	struct daemon *d = ud;
@@ -116,22 +145,14 @@ static int after_acquire(void *ud, const char *root, struct lease_err *err)
 	char name[LEASE_NAME_MAX + 1];
 	int r;
 
-	/*
-	 * Only the file backend gets the host lock.  A distributed store is
-	 * the authority across hosts, and its holder may be fenced by TTL
-	 * while still alive (paused): an OFD lock cannot be broken, so it
-	 * would keep a legitimate successor out.
-	 */
-	if (d->opts->placement != COORD_EXCLUSIVE ||
-	    !lease_store_local_dir(d->store))
+	if (d->opts->placement != COORD_EXCLUSIVE)
 		return 0;
 	r = lease_root_name(root, name, sizeof(name));
 	if (r < 0)
 		return r;
 	if (lease_show(d->store, name, &info, NULL) < 0)
 		info.epoch = 0;
-	return hostlock_take(root, name, info.epoch, d->acquire_deadline,
-			     &d->hostlock_fd, err);
+	return lock_root(d, root, name, info.epoch, err);
 }
 
 static void log_line(void *ud, const char *msg)
@@ -148,15 +169,18 @@ static void log_release(void *ud, const char *name, int64_t deadline)
 }
 
 /*
- * Stop serving: close admission and drain, then unmount, which ends the
- * FUSE loop (workers see the connection go away).  Never touches the
- * mount point through the filesystem itself: its workers may be gone.
+ * Stop serving: close admission and drain, then unmount and end the FUSE
+ * loop (a copy of the mount in another mount namespace, a container's,
+ * keeps the connection alive after our unmount: the loop is ended all the
+ * same, and the daemon's exit ends the connection there).  Never touches
+ * the mount point through the filesystem itself: its workers may be gone.
  */
 static void begin_stop(struct daemon *d)
 {
 	coord_close_admission(d->coord, DRAIN_TIMEOUT_MS);
 	fuse_session_exit(d->se);
 	fuse_session_unmount(d->se);
+	transport_stop(d->transport);
 }
 
 /* What the event thread still owes a loss. */
@@ -179,10 +203,8 @@ static void loss_begin(struct daemon *d)
  * (on this host) in. */
 static void drop_hostlock(struct daemon *d)
 {
-	if (d->hostlock_fd >= 0) {
-		close(d->hostlock_fd);
-		d->hostlock_fd = -1;
-	}
+	hostlock_free(d->root_lock);
+	d->root_lock = NULL;
 }
 
 /*
@@ -315,10 +337,10 @@ static int block_signals(struct daemon *d)
 /*
  * Shared and session placements write into ROOT without a root lease, so
  * they must not start while another session holds ROOT exclusively: the
- * store's root lease is checked (across hosts, at this moment), and on the
- * file store the host lock is taken for reading, which also keeps an
- * exclusive mount out for as long as this one lives.  Nothing is touched
- * in ROOT before this.
+ * store's root lease is checked (across hosts, at this moment), and the
+ * host lock is taken as S (ROOT, or ROOT/<session id>), which also keeps
+ * an exclusive mount at, above or below it out on this host for as long
+ * as this one lives.  Nothing is touched in ROOT before this.
  */
 static int share_root(struct daemon *d, struct lfs_err *err)
 {
@@ -338,10 +360,61 @@ static int share_root(struct daemon *d, struct lfs_err *err)
 	if (info.state == LEASE_STATE_HELD)
 		return lfs_fail(err, EXIT_BUSY, -EBUSY, "workspace busy: %s held "
 				"at epoch %" PRIu64, root, info.epoch);
-	if (!lease_store_local_dir(d->store))
-		return 0;
-	r = hostlock_take(root, NULL, 0, d->acquire_deadline, &d->hostlock_fd,
-			  &le);
+	r = lock_root(d, d->opts->placement == COORD_SESSION ? d->session_root
+							       : root,
+		      NULL, 0, &le);
+	return lfs_err_from_lease(err, r, &le);
+}
+
+/* The session id (--session or a random one) and, for session placement,
+ * the directory it serves. */
+static int pick_session(struct daemon *d, struct lfs_err *err)
+{
+	const char *root = d->opts->canon_root;
+	int r = 0;
+
+	if (d->opts->session)
+		snprintf(d->session_id, sizeof(d->session_id), "%s",
+			 d->opts->session);
+	else
+		r = lease_uuid_random(d->session_id, sizeof(d->session_id));
+	if (r < 0)
+		return lfs_fail(err, EXIT_FAIL, r, "random session id: %s",
+				strerror(-r));
+	if (snprintf(d->session_root, sizeof(d->session_root), "%s/%s",
+		     strcmp(root, "/") == 0 ? "" : root, d->session_id) >=
+	    (int)sizeof(d->session_root))
+		return lfs_fail(err, EXIT_USAGE, -ENAMETOOLONG, "workspace "
+				"root %s: name too long", root);
+	return 0;
+}
+
+/* IS host locks on the directories the daemon writes besides ROOT: the
+ * metrics directory and a file store's, so that no exclusive mount at or
+ * above them starts while this daemon may write there. */
+static int lock_dirs(struct daemon *d, struct lfs_err *err)
+{
+	const char *store = lease_uri_local_dir(d->opts->leases);
+	char canon[PATH_MAX];
+	struct lease_err le = { 0 };
+	struct hostlock_spec spec = { .mode = HOSTLOCK_IS,
+				      .mountpoint = d->opts->mountpoint };
+	int r = 0;
+
+	if (d->opts->metrics_dir) {
+		spec.path = d->opts->metrics_dir;
+		spec.what = "metrics directory";
+		r = hostlock_take(&spec, d->acquire_deadline, &d->dir_locks[0], &le);
+	}
+	if (r == 0 && store &&
+	    (r = lease_canonical_root(store, canon, sizeof(canon))) < 0)
+		return lfs_fail(err, EXIT_FAIL, r, "lease directory %s: %s",
+				store, strerror(-r));
+	if (r == 0 && store) {
+		spec.path = canon;
+		spec.what = "lease directory";
+		r = hostlock_take(&spec, d->acquire_deadline, &d->dir_locks[1], &le);
+	}
 	return lfs_err_from_lease(err, r, &le);
 }
 
@@ -373,7 +446,6 @@ static int open_coord(struct daemon *d, struct lfs_err *err)
 	struct mount_opts *o = d->opts;
 	struct lease_store_opts so = {
 		.ttl_ms = (int64_t)(o->ttl_s * 1000),
-		.holder = o->session,
 		.ca_file = getenv("LEASEFS_ETCD_CA"),
 		.cert_file = getenv("LEASEFS_ETCD_CERT"),
 		.key_file = getenv("LEASEFS_ETCD_KEY"),
@@ -381,7 +453,6 @@ static int open_coord(struct daemon *d, struct lfs_err *err)
 	struct coord_config cfg = {
 		.placement = o->placement,
 		.root = o->root,
-		.session_id = o->session,
 		.acquire_deadline = d->acquire_deadline,
 		.after_acquire = after_acquire,
 		.after_acquire_userdata = d,
@@ -391,8 +462,14 @@ static int open_coord(struct daemon *d, struct lfs_err *err)
 		.log_userdata = d,
 	};
 	struct lease_err le = { 0 };
-	int r = lease_store_open(o->leases, &so, &d->store, &le);
+	int r = pick_session(d, err);
 
+	if (r == 0)
+		r = lock_dirs(d, err);
+	if (r < 0)
+		return r;
+	cfg.session_id = so.holder = d->session_id;
+	r = lease_store_open(o->leases, &so, &d->store, &le);
 	if (r < 0)
 		return lfs_err_from_lease(err, r, &le);
 	r = share_root(d, err);
@@ -596,9 +673,7 @@ static int teardown(struct daemon *d)
 	/* Unmounted: nothing reaches the root through us any more, so the
 	 * identity lock goes first and a successor never sees it outlive
 	 * the root lease. */
-	if (d->hostlock_fd >= 0)
-		close(d->hostlock_fd);
-	d->hostlock_fd = -1;
+	drop_hostlock(d);
 	if (d->coord)
 		r = coord_shutdown(d->coord, DRAIN_TIMEOUT_MS);
 	control_stop(d->ctl);
@@ -609,6 +684,8 @@ static int teardown(struct daemon *d)
 	lfs_free(d->fs);
 	coord_free(d->coord);
 	lease_store_close(d->store);
+	for (size_t i = 0; i < sizeof(d->dir_locks) / sizeof(d->dir_locks[0]); i++)
+		hostlock_free(d->dir_locks[i]);
 	return r;
 }
 
@@ -708,7 +785,7 @@ static void on_serving(void *ud)
 
 static int run_daemon(struct mount_opts *o, int report_fd)
 {
-	struct daemon d = { .opts = o, .hostlock_fd = -1, .signal_fd = -1,
+	struct daemon d = { .opts = o, .signal_fd = -1,
 			    .event_fd = -1, .report_fd = -1 };
 	struct lfs_err err = { 0 };
 	int r, code;

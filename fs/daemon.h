@@ -31,6 +31,7 @@ struct mount_opts {
 	const char *mnt_arg;   /* MOUNTPOINT as given */
 	char mountpoint[PATH_MAX];
 	char canon_root[PATH_MAX];
+	char metrics_canon[PATH_MAX]; /* --metrics-dir, symlinks resolved */
 };
 
 /* Run the mount: in the foreground, or as a daemon whose parent returns
@@ -38,21 +39,6 @@ struct mount_opts {
 int daemon_mount(struct mount_opts *o);
 
 #define LEASEFS_RUN_DIR "/run/leasefs"
-
-/*
- * Host-scoped lock on the (dev, ino) identity of `root`: an OFD lock on
- * LEASEFS_RUN_DIR/roots/<dev>-<ino>.lock, held for the life of *fd (the
- * kernel drops it when the daemon dies).  Exclusive mounts take it for
- * writing and record "<lease_name> epoch <epoch> pid <pid>" in it; shared
- * and session mounts take it for reading (lease_name NULL).  So one
- * directory, however it is spelled (bind mounts included), has either one
- * exclusive mount or any number of shared/session mounts on this host.
- * Refused: LEASE_E_HELD, err->name = root, err->holder_epoch = the epoch
- * an exclusive holder recorded (0 for readers).  Retries until `deadline`
- * (a passed deadline: one try).
- */
-int hostlock_take(const char *root, const char *lease_name, uint64_t epoch,
-		  int64_t deadline, int *fd, struct lease_err *err);
 
 /* Control socket path for a canonical mount point; `out` >= 108 bytes. */
 int control_path(const char *mountpoint, char *out, size_t outsz);
@@ -63,7 +49,7 @@ struct daemon_info {
 	struct coord *coord;
 	struct gate *gate;        /* request counters */
 	const struct transport *transport; /* negotiated FUSE features */
-	const char *metrics_dir;  /* NULL: no textfile */
+	const char *metrics_dir;  /* canonical; NULL: no textfile */
 	const char *backend;      /* store URI */
 	const char *mountpoint;
 	/* Called (from the control thread) on "umount". */

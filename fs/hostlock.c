@@ -1,126 +1,612 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Host-scoped lock on a workspace root's (dev, ino).  Path canonicalization
- * cannot unify two spellings made by a bind mount; the inode identity can.
- * The OFD lock dies with the daemon, so a crashed holder frees it at once.
+ * Host locks (contract in hostlock.h).
+ *
+ * Bytes of an identity's lock file, one per mode a holder may have there:
+ *   B_X   write-locked by an exclusive mount of the directory
+ *   B_S   read-locked by shared and session mounts of it
+ *   B_IX  read-locked by exclusive mounts below it
+ *   B_IS  read-locked by shared mounts below it and by directories the
+ *         daemon writes at or below it
+ * A holder locks its bytes (announce), then asks F_OFD_GETLK whether
+ * another open file description holds a byte its mode conflicts with.
+ * The kernel orders lock operations on a file, so of two conflicting
+ * holders the one that announced second sees the first.
+ *
+ * Each holder also keeps a record of what it holds under
+ * LEASEFS_RUN_DIR/holders (write-locked by it while it lives), written
+ * before it announces, so that a refused contender can say who is in
+ * the way.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "daemon.h"
+#include "hostlock.h"
+
+#define ROOTS_DIR LEASEFS_RUN_DIR "/roots"
+#define HOLDERS_DIR LEASEFS_RUN_DIR "/holders"
+/* "maj:min:" and a path inside the filesystem. */
+#define ID_MAX (PATH_MAX + 32)
+
+enum { B_X, B_S, B_IX, B_IS, NBYTES };
+
+/* Which bytes a lock on byte b conflicts with (bit per byte). */
+static const unsigned conflicts[NBYTES] = {
+	[B_X] = 1u << B_X | 1u << B_S | 1u << B_IX | 1u << B_IS,
+	[B_S] = 1u << B_X | 1u << B_IX,
+	[B_IX] = 1u << B_X | 1u << B_S,
+	[B_IS] = 1u << B_X,
+};
+
+struct held {
+	int fd;                /* the identity's lock file; -1 once closed */
+	int byte;
+	bool target;           /* the directory itself, not one above it */
+	char id[ID_MAX];
+};
+
+struct hostlock {
+	struct held *locks;
+	size_t n, cap;
+	int rec_fd;
+	char rec_path[PATH_MAX];
+};
+
+/* ---- identities ------------------------------------------------------ */
+
+/* One line of mountinfo: device, root inside the filesystem, mount point. */
+struct mnt {
+	char dev[32];
+	char *root;
+	char *point;
+};
+
+struct mounts {
+	struct mnt *v;
+	size_t n;
+};
+
+static void mounts_free(struct mounts *m)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		free(m->v[i].root);
+		free(m->v[i].point);
+	}
+	free(m->v);
+}
+
+/* mountinfo's octal escapes (\040 and the like) undone in place. */
+static void unescape(char *s)
+{
+	char *d = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*d++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
+				      (s[3] - '0'));
+			s += 3;
+		} else {
+			*d++ = *s;
+		}
+	}
+	*d = '\0';
+}
+
+static int mounts_add(struct mounts *m, const char *dev, const char *root,
+		      const char *point)
+{
+	struct mnt *v = realloc(m->v, (m->n + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	m->v = v;
+	snprintf(v[m->n].dev, sizeof(v[m->n].dev), "%s", dev);
+	v[m->n].root = strdup(root);
+	v[m->n].point = strdup(point);
+	if (!v[m->n].root || !v[m->n].point) {
+		free(v[m->n].root);
+		free(v[m->n].point);
+		return -ENOMEM;
+	}
+	unescape(v[m->n].root);
+	unescape(v[m->n].point);
+	m->n++;
+	return 0;
+}
+
+static int mounts_read(struct mounts *m)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL, dev[32], root[PATH_MAX], point[PATH_MAX];
+	size_t cap = 0;
+	int r = 0;
+
+	m->v = NULL;
+	m->n = 0;
+	if (!f)
+		return -errno;
+	while (r == 0 && getline(&line, &cap, f) > 0)
+		if (sscanf(line, "%*d %*d %31s %4095s %4095s", dev, root, point) == 3)
+			r = mounts_add(m, dev, root, point);
+	free(line);
+	fclose(f);
+	if (r < 0)
+		mounts_free(m);
+	return r;
+}
+
+/* The identity of canonical directory `path`: the topmost mount whose
+ * mount point contains it, and the path inside that filesystem. */
+static int identity(const struct mounts *m, const char *path, char *out)
+{
+	const struct mnt *best = NULL;
+	size_t blen = 0;
+
+	for (size_t i = 0; i < m->n; i++) {
+		size_t l = strlen(m->v[i].point);
+
+		if (lease_path_within(path, m->v[i].point) && (!best || l >= blen)) {
+			best = &m->v[i];
+			blen = l;
+		}
+	}
+	if (!best)
+		return -ENOENT;
+	const char *rest = strcmp(best->point, "/") == 0 ? path : path + blen;
+	bool root_slash = strcmp(best->root, "/") == 0;
+
+	if (snprintf(out, ID_MAX, "%s:%s%s", best->dev,
+		     root_slash && *rest ? "" : best->root,
+		     *rest ? rest : "") >= ID_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* The identity of the directory above `id` inside its filesystem, in
+ * place; false at the filesystem's root. */
+static bool id_parent(char *id)
+{
+	char *path = strchr(strchr(id, ':') + 1, ':') + 1;
+	char *slash = strrchr(path, '/');
+
+	if (!slash || strcmp(path, "/") == 0)
+		return false;
+	if (slash == path)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	return true;
+}
+
+/* ---- the set of locks --------------------------------------------------- */
+
+static bool has_lock(const struct hostlock *h, const char *id, int byte)
+{
+	for (size_t i = 0; i < h->n; i++)
+		if (h->locks[i].byte == byte && strcmp(h->locks[i].id, id) == 0)
+			return true;
+	return false;
+}
+
+static int add_lock(struct hostlock *h, const char *id, int byte, bool target)
+{
+	if (has_lock(h, id, byte))
+		return 0;
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 16;
+		struct held *v = realloc(h->locks, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		h->locks = v;
+		h->cap = cap;
+	}
+	h->locks[h->n] = (struct held){ .fd = -1, .byte = byte, .target = target };
+	snprintf(h->locks[h->n].id, ID_MAX, "%s", id);
+	h->n++;
+	return 0;
+}
+
+/* `id` and every directory above it inside its filesystem. */
+static int add_with_parents(struct hostlock *h, const char *id, int byte)
+{
+	char up[ID_MAX];
+	int r = 0;
+
+	snprintf(up, sizeof(up), "%s", id);
+	while (r == 0 && id_parent(up))
+		r = add_lock(h, up, byte, false);
+	return r;
+}
+
+static int target_byte(enum hostlock_mode m)
+{
+	return m == HOSTLOCK_X ? B_X : m == HOSTLOCK_S ? B_S : B_IS;
+}
+
+/*
+ * What `spec` locks: its directory in its own mode, and with an intent
+ * every directory above it along its canonical path and inside each of
+ * those directories' filesystems.
+ */
+static int plan(struct hostlock *h, const struct hostlock_spec *spec)
+{
+	int intent = spec->mode == HOSTLOCK_X ? B_IX : B_IS;
+	char path[PATH_MAX], id[ID_MAX];
+	struct mounts m;
+	int r = mounts_read(&m);
+
+	if (r < 0)
+		return r;
+	snprintf(path, sizeof(path), "%s", spec->path);
+	r = identity(&m, path, id);
+	if (r == 0)
+		r = add_lock(h, id, target_byte(spec->mode), true);
+	if (r == 0)
+		r = add_with_parents(h, id, intent);
+	while (r == 0 && strcmp(path, "/") != 0) {
+		char *slash = strrchr(path, '/');
+
+		if (slash == path)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+		r = identity(&m, path, id);
+		if (r == 0)
+			r = add_lock(h, id, intent, false);
+		if (r == 0)
+			r = add_with_parents(h, id, intent);
+	}
+	mounts_free(&m);
+	return r;
+}
+
+/* ---- lock files ------------------------------------------------------- */
 
 static int mkdir_0700(const char *path)
 {
-	if (mkdir(path, 0700) == 0 || errno == EEXIST)
-		return 0;
-	return -errno;
+	return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -errno;
 }
 
-static int lock_dir(void)
+static void lock_path(const char *id, char *out, size_t sz)
+{
+	uint8_t md[32];
+	char hex[65];
+
+	lease_sha256(id, strlen(id), md);
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	snprintf(out, sz, ROOTS_DIR "/%s.lock", hex);
+}
+
+static int byte_lock(int fd, int cmd, short type, int byte, struct flock *out)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET,
+			    .l_start = byte, .l_len = 1 };
+
+	if (fcntl(fd, cmd, &fl) < 0)
+		return -errno;
+	if (out)
+		*out = fl;
+	return 0;
+}
+
+/* Announce one lock: 0, -EAGAIN if another holds a conflicting one of the
+ * same byte (only X's write lock can meet that), or -errno. */
+static int announce(struct held *l)
+{
+	char path[PATH_MAX];
+	int r;
+
+	lock_path(l->id, path, sizeof(path));
+	l->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (l->fd < 0)
+		return -errno;
+	r = byte_lock(l->fd, F_OFD_SETLK, l->byte == B_X ? F_WRLCK : F_RDLCK,
+		      l->byte, NULL);
+	return r == -EACCES ? -EAGAIN : r;
+}
+
+/* The first byte another holder has that conflicts with l: its index, or
+ * -1 if none (or -errno). */
+static int conflict_on(const struct held *l)
+{
+	for (int b = 0; b < NBYTES; b++) {
+		struct flock fl = { 0 };
+		int r;
+
+		if (!(conflicts[l->byte] & 1u << b) || b == l->byte)
+			continue;
+		r = byte_lock(l->fd, F_OFD_GETLK, F_WRLCK, b, &fl);
+		if (r < 0)
+			return r;
+		if (fl.l_type != F_UNLCK)
+			return b;
+	}
+	return -1;
+}
+
+/* ---- holder records ------------------------------------------------------ */
+
+/* Our record: who we are, then one line per lock. */
+static int record_write(struct hostlock *h, const struct hostlock_spec *spec)
+{
+	static unsigned seq;
+	FILE *f;
+	int r;
+
+	snprintf(h->rec_path, sizeof(h->rec_path), HOLDERS_DIR "/%d-%u.rec",
+		 (int)getpid(), __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+	h->rec_fd = open(h->rec_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC |
+			 O_NOFOLLOW, 0600);
+	if (h->rec_fd < 0)
+		return -errno;
+	r = byte_lock(h->rec_fd, F_OFD_SETLK, F_WRLCK, 0, NULL);
+	if (r < 0)
+		return r;
+	f = fdopen(dup(h->rec_fd), "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "%d\t%" PRIu64 "\t%s\t%s\t%s\n", (int)getpid(), spec->epoch,
+		spec->what, spec->mountpoint ? spec->mountpoint : "-", spec->path);
+	for (size_t i = 0; i < h->n; i++)
+		fprintf(f, "%d %s\n", h->locks[i].byte, h->locks[i].id);
+	return fclose(f) == 0 ? 0 : -EIO;
+}
+
+/* What a live record says of its holder. */
+struct holder {
+	int pid;
+	uint64_t epoch;
+	char what[64];
+	char mountpoint[PATH_MAX];
+	char path[PATH_MAX];
+};
+
+/* Whether the record at `path` is live and holds byte `byte` of `id`. */
+static bool record_matches(const char *path, const char *id, int byte,
+			   struct holder *who)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	char *line = NULL;
+	size_t cap = 0;
+	struct flock fl = { 0 };
+	bool hit = false;
+	FILE *f;
+
+	if (fd < 0)
+		return false;
+	if (byte_lock(fd, F_OFD_GETLK, F_WRLCK, 0, &fl) < 0 ||
+	    fl.l_type == F_UNLCK || !(f = fdopen(fd, "r"))) {
+		close(fd);
+		return false;
+	}
+	if (getline(&line, &cap, f) > 0 &&
+	    sscanf(line, "%d\t%" SCNu64 "\t%63[^\t]\t%4095[^\t]\t%4095[^\n]",
+		   &who->pid, &who->epoch, who->what, who->mountpoint,
+		   who->path) == 5) {
+		while (!hit && getline(&line, &cap, f) > 0) {
+			int b = -1, n = 0;
+
+			line[strcspn(line, "\n")] = '\0';
+			hit = sscanf(line, "%d %n", &b, &n) == 1 && b == byte &&
+			      strcmp(line + n, id) == 0;
+		}
+	}
+	free(line);
+	fclose(f);
+	return hit;
+}
+
+/* A live holder of byte `byte` of `id`, other than us. */
+static bool find_holder(const struct hostlock *h, const char *id, int byte,
+			struct holder *who)
+{
+	DIR *d = opendir(HOLDERS_DIR);
+	struct dirent *de;
+	bool found = false;
+
+	while (d && !found && (de = readdir(d)) != NULL) {
+		char p[PATH_MAX];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), HOLDERS_DIR "/%s", de->d_name);
+		found = strcmp(p, h->rec_path) != 0 &&
+			record_matches(p, id, byte, who);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* ---- refusal ----------------------------------------------------------- */
+
+/*
+ * Say what keeps `spec` out: our lock `l` met another holder's byte `b`.
+ * On our directory itself that is an exclusive holder of it (X), shared
+ * or session mounts of it (S), or something below it (an intent); on a
+ * directory above ours, what contains ours.
+ */
+static int refuse(const struct hostlock *h, const struct hostlock_spec *spec,
+		  const struct held *l, int b, struct lease_err *err)
+{
+	struct holder who = { 0 };
+	char desc[2 * PATH_MAX + 160];
+	bool known = find_holder(h, l->id, b, &who);
+	int r;
+
+	if (!known)
+		snprintf(desc, sizeof(desc), "another mount on this host");
+	else if (who.epoch)
+		snprintf(desc, sizeof(desc), "%s %s, held at epoch %" PRIu64
+			 " (pid %d, mounted at %s)", who.what, who.path,
+			 who.epoch, who.pid, who.mountpoint);
+	else
+		snprintf(desc, sizeof(desc), "%s %s (pid %d, mounted at %s)",
+			 who.what, who.path, who.pid, who.mountpoint);
+	if (l->target && b == B_X)
+		r = lease_err_set(err, LEASE_E_HELD, 0, spec->path,
+				  "%s busy: %s held at epoch %" PRIu64 " (%s)",
+				  spec->what, spec->path, who.epoch, desc);
+	else if (l->target && b == B_S)
+		r = lease_err_set(err, LEASE_E_HELD, 0, spec->path,
+				  "%s busy: %s has shared or session mounts on "
+				  "this host (%s)", spec->what, spec->path, desc);
+	else
+		r = lease_err_set(err, LEASE_E_HELD, 0, spec->path,
+				  "%s busy: %s %s %s", spec->what, spec->path,
+				  l->target ? "contains" : "is inside", desc);
+	if (err)
+		err->holder_epoch = b == B_X ? who.epoch : 0;
+	return r;
+}
+
+/* ---- take and free ----------------------------------------------------- */
+
+static void drop_locks(struct hostlock *h)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		if (h->locks[i].fd >= 0)
+			close(h->locks[i].fd);
+		h->locks[i].fd = -1;
+	}
+}
+
+/*
+ * One try: announce everything, then check everything.  0, -EAGAIN with
+ * *busy (the lock in the way) and *byte, or -errno.
+ */
+static int try_once(struct hostlock *h, size_t *busy, int *byte)
+{
+	int r = 0;
+
+	for (size_t i = 0; i < h->n && r == 0; i++) {
+		r = announce(&h->locks[i]);
+		if (r == -EAGAIN) {
+			*busy = i;
+			*byte = h->locks[i].byte;
+		}
+	}
+	for (size_t i = 0; i < h->n && r == 0; i++) {
+		int b = conflict_on(&h->locks[i]);
+
+		if (b >= 0) {
+			*busy = i;
+			*byte = b;
+			r = -EAGAIN;
+		} else if (b < -1) {
+			r = b;
+		}
+	}
+	if (r < 0)
+		drop_locks(h);
+	return r;
+}
+
+void hostlock_free(struct hostlock *h)
+{
+	if (!h)
+		return;
+	drop_locks(h);
+	if (h->rec_fd >= 0) {
+		unlink(h->rec_path); /* while it is still ours */
+		close(h->rec_fd);
+	}
+	free(h->locks);
+	free(h);
+}
+
+static int setup(struct hostlock *h, const struct hostlock_spec *spec,
+		 struct lease_err *err)
 {
 	int r = mkdir_0700(LEASEFS_RUN_DIR);
 
 	if (r == 0)
-		r = mkdir_0700(LEASEFS_RUN_DIR "/roots");
-	return r;
-}
-
-/* Epoch recorded by the current holder; 0 if unreadable. */
-static uint64_t holder_epoch(int fd)
-{
-	char buf[LEASE_NAME_MAX + 64] = { 0 };
-	unsigned long long e = 0;
-
-	if (pread(fd, buf, sizeof(buf) - 1, 0) > 0)
-		sscanf(buf, "%*s epoch %llu", &e);
-	return e;
-}
-
-/* Whether what keeps a writer out is read locks (shared/session mounts). */
-static bool conflict_is_readers(int fd)
-{
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
-
-	return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_RDLCK;
-}
-
-/* Record the holder.  Overwrite first, then cut the tail, so a contender
- * reading concurrently never sees an empty file. */
-static int write_holder(int fd, const char *lease_name, uint64_t epoch)
-{
-	char buf[LEASE_NAME_MAX + 64];
-	int n = snprintf(buf, sizeof(buf), "%s epoch %" PRIu64 " pid %d\n",
-			 lease_name, epoch, (int)getpid());
-
-	if (pwrite(fd, buf, (size_t)n, 0) != n || ftruncate(fd, n) < 0)
-		return -errno;
+		r = mkdir_0700(ROOTS_DIR);
+	if (r == 0)
+		r = mkdir_0700(HOLDERS_DIR);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, spec->path, "cannot "
+				     "create %s: %s", LEASEFS_RUN_DIR,
+				     strerror(-r));
+	r = plan(h, spec);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, spec->path, "%s %s: "
+				     "cannot find it in /proc/self/mountinfo: %s",
+				     spec->what, spec->path, strerror(-r));
+	r = record_write(h, spec);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, spec->path, "cannot "
+				     "write the host lock record %s: %s",
+				     h->rec_path, strerror(-r));
 	return 0;
 }
 
-/* Refused: say who keeps us out, an exclusive holder or shared mounts. */
-static int busy_error(int fd, const char *root, struct lease_err *err)
+/*
+ * Try until `deadline`; between tries, wait for the lock file in the way
+ * to be closed by someone (a holder letting go), watched before the retry
+ * so that a release in between is not missed.
+ */
+static int take_until(struct hostlock *h, int64_t deadline, size_t *busy,
+		      int *byte)
 {
-	bool readers = conflict_is_readers(fd);
-	uint64_t held = readers ? 0 : holder_epoch(fd);
-	int r = readers
-		? lease_err_set(err, LEASE_E_HELD, 0, root, "workspace busy: "
-				"%s has shared or session mounts on this host",
-				root)
-		: lease_err_set(err, LEASE_E_HELD, 0, root, "workspace busy: "
-				"%s held at epoch %" PRIu64, root, held);
+	int r = try_once(h, busy, byte);
 
-	if (err)
-		err->holder_epoch = held;
+	while (r == -EAGAIN && !lease_deadline_passed(deadline)) {
+		struct lease_close_watch w;
+		char path[PATH_MAX];
+
+		lock_path(h->locks[*busy].id, path, sizeof(path));
+		r = lease_close_watch_open(&w, path,
+					   IN_CLOSE_WRITE | IN_CLOSE_NOWRITE);
+		if (r < 0)
+			return r;
+		r = try_once(h, busy, byte);
+		if (r == -EAGAIN)
+			(void)lease_close_watch_wait(&w, deadline);
+		lease_close_watch_close(&w);
+	}
 	return r;
 }
 
-int hostlock_take(const char *root, const char *lease_name, uint64_t epoch,
-		  int64_t deadline, int *fd_out, struct lease_err *err)
+int hostlock_take(const struct hostlock_spec *spec, int64_t deadline,
+		  struct hostlock **out, struct lease_err *err)
 {
-	char path[256];
-	struct stat st;
-	int fd, r;
+	struct hostlock *h = calloc(1, sizeof(*h));
+	size_t busy = 0;
+	int byte = 0, r;
 
-	*fd_out = -1;
-	if (stat(root, &st) < 0)
-		return lease_err_set(err, LEASE_E_IO, -errno, root,
-				     "workspace root %s: %s", root,
-				     strerror(errno));
-	r = lock_dir();
-	if (r < 0)
-		return lease_err_set(err, LEASE_E_IO, r, root,
-				     "cannot create %s/roots: %s",
-				     LEASEFS_RUN_DIR, strerror(-r));
-	snprintf(path, sizeof(path), LEASEFS_RUN_DIR "/roots/%" PRIu64 "-%" PRIu64 ".lock",
-		 (uint64_t)st.st_dev, (uint64_t)st.st_ino);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return lease_err_set(err, LEASE_E_IO, -errno, root,
-				     "cannot open host lock %s: %s", path,
-				     strerror(errno));
-	/* Holders let go by closing their descriptor (opened for writing):
-	 * the wait is on that event. */
-	r = lease_ofd_lock_wait(fd, path, lease_name ? F_WRLCK : F_RDLCK, 0, 0,
-				deadline);
-	if (r == -EAGAIN) {
-		r = busy_error(fd, root, err);
-		close(fd);
+	*out = NULL;
+	if (!h)
+		return lease_err_set(err, LEASE_E_IO, -ENOMEM, spec->path,
+				     "out of memory");
+	h->rec_fd = -1;
+	r = setup(h, spec, err);
+	if (r == 0) {
+		r = take_until(h, deadline, &busy, &byte);
+		if (r == -EAGAIN)
+			r = refuse(h, spec, &h->locks[busy], byte, err);
+		else if (r < 0)
+			r = lease_err_set(err, LEASE_E_IO, r, spec->path,
+					  "cannot take the host lock on %s: %s",
+					  spec->path, strerror(-r));
+	}
+	if (r < 0) {
+		hostlock_free(h);
 		return r;
 	}
-	if (r == 0 && lease_name)
-		r = write_holder(fd, lease_name, epoch);
-	if (r < 0) {
-		close(fd);
-		return lease_err_set(err, LEASE_E_IO, r, root,
-				     "cannot take host lock %s: %s", path,
-				     strerror(-r));
-	}
-	*fd_out = fd;
+	*out = h;
 	return 0;
 }

@@ -442,6 +442,12 @@ int transport_run(struct transport *t, unsigned threads)
 	return r;
 }
 
+void transport_stop(struct transport *t)
+{
+	fuse_session_exit(t->se);
+	sem_post(&t->finished);
+}
+
 int transport_new(struct fuse_session *se, const struct transport_opts *o,
 		  struct transport **out)
 {

@@ -61,6 +61,12 @@ void transport_free(struct transport *t);
  * 0 or -errno. */
 int transport_run(struct transport *t, unsigned threads);
 
+/* End transport_run() now, even while the kernel connection lives on (a
+ * copy of the mount in another mount namespace keeps it): its workers are
+ * cancelled where they wait for a request.  The daemon exits after that,
+ * and closing /dev/fuse then ends the connection in every namespace. */
+void transport_stop(struct transport *t);
+
 void transport_state(const struct transport *t, struct transport_state *out);
 
 /* Whether the request this worker thread is processing carries the

@@ -14,7 +14,7 @@ trap 'exit 124' TERM
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
-LEASEFS=${LEASEFS_BIN:-$TOP/build/leasefs}
+LEASEFS=$(realpath "${LEASEFS_BIN:-$TOP/build/leasefs}")
 [ -x "$LEASEFS" ] || { echo "no leasefs binary at $LEASEFS" >&2; exit 1; }
 
 T=$(mktemp -d /var/tmp/leasefs-it.XXXXXX)
@@ -131,3 +131,20 @@ expect_erofs() {
 alive() { [ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
 # wait_pid_gone PID TIMEOUT_S
 wait_pid_gone() { wait_until "$2" bash -c "! { [ -e /proc/$1 ] && ! grep -q '^State:[[:space:]]*Z' /proc/$1/status 2>/dev/null; }"; }
+
+# start_host_b: a second host for tests of what crosses hosts (etcd): a
+# mount namespace of its own whose /run/leasefs (host locks, control
+# sockets) is a fresh tmpfs, the rest of the filesystem shared with this
+# host (mounts made here propagate there, not back).  Sets HOST_B_PID (a
+# process holding the namespace, killed at exit); on_b CMD... runs CMD
+# there.  A mount made there is seen and used only through on_b.
+start_host_b() {
+	local ready=$T/host-b.ready
+	mkdir -p /run/leasefs
+	unshare -m --propagation slave sh -c \
+		"mount -t tmpfs -o mode=0700 leasefs-host-b /run/leasefs && touch '$ready' && exec sleep 100000" &
+	HOST_B_PID=$!
+	PIDS+=("$HOST_B_PID")
+	wait_until 10 test -e "$ready" || fail "host B did not start"
+}
+on_b() { nsenter -t "$HOST_B_PID" -m "$@"; }

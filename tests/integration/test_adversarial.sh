@@ -137,7 +137,98 @@ PY
 	done
 }
 
-SECTIONS=(group_deny sgid_parity atime_after_loss fd_exhaustion)
+# expect_busy WANT-IN-MESSAGE ARGS...: `leasefs mount ARGS` exits 75 with a
+# message containing WANT, and mounts nothing on its mount point (the last
+# argument).
+expect_busy() {
+	local want=$1 rc=0 out mnt; shift
+	mnt=${!#}
+	mkdir -p "$mnt"
+	MOUNTS+=("$mnt")
+	out=$(timeout 30 "$LEASEFS" mount "$@" 2>&1) || rc=$?
+	[ $rc -eq 75 ] || fail "mount $*: exit $rc, want 75 ($out)"
+	case "$out" in *"$want"*) ;; *) fail "mount $*: message lacks '$want': $out" ;; esac
+	if findmnt -rn "$mnt" >/dev/null; then fail "mount $*: something mounted"; fi
+	echo "   refused: $out"
+}
+
+# 1. A root inside or above a held root is busy, however it is spelled
+#    (plain, symlink, bind mount of it or of its parent), also after the
+#    holder was revoked and a successor took the root; siblings are fine;
+#    shared and exclusive mounts do not nest either way.
+adv_nested_roots() {
+	local N=$T/n1 R=$T/n1/r S=$T/n1/r/sub e m
+	mkdir -p "$S/deep" "$R/a" "$R/b"
+	mount_ws "$R" "$T/m1"
+	e=$(status_of "$T/m1" epoch)
+	expect_busy "is inside workspace $R, held at epoch $e" "$S" "$T/m1b"
+	expect_busy "contains workspace $R, held at epoch $e" "$N" "$T/m1c"
+	ln -s "$S" "$T/n1link"
+	expect_busy "is inside workspace $R" "$T/n1link" "$T/m1d"
+	mkdir -p "$T/bsub" "$T/bn"
+	mount --bind "$S" "$T/bsub"; MOUNTS+=("$T/bsub")
+	mount --bind "$N" "$T/bn"; MOUNTS+=("$T/bn")
+	expect_busy "is inside workspace $R" "$T/bsub" "$T/m1e"
+	expect_busy "contains workspace $R" "$T/bn" "$T/m1f"
+	expect_busy "is inside workspace $R" "$T/bn/r/a" "$T/m1g"
+	expect_busy "is inside workspace $R" --placement=shared "$S" "$T/m1h"
+	# The finding: revoke, a successor takes the root, the inner root
+	# must still be refused.
+	revoke "$T/m1"
+	mount_ws "$R" "$T/m1s" --wait=20
+	e=$(status_of "$T/m1s" epoch)
+	expect_busy "is inside workspace $R, held at epoch $e" "$S" "$T/m1i"
+	"$LEASEFS" umount "$T/m1s"
+	"$LEASEFS" umount "$T/m1"
+	# The other order, siblings, and shared nesting.
+	mount_ws "$S" "$T/m1j"
+	expect_busy "contains workspace $S" "$R" "$T/m1k"
+	mount_ws "$R/a" "$T/m1l"
+	mount_ws "$R/b" "$T/m1m"
+	"$LEASEFS" umount "$T/m1j"; "$LEASEFS" umount "$T/m1l"; "$LEASEFS" umount "$T/m1m"
+	mount_ws "$R" "$T/m1n" --placement=shared
+	mount_ws "$S" "$T/m1o" --placement=shared
+	expect_busy "is inside workspace $S (" "$S/deep" "$T/m1p"
+	expect_busy "has shared or session mounts" "$R" "$T/m1q"
+	ok "nested roots refused (inner, outer, symlink, bind of inner and of parent, after a successor); siblings and nested shared mounts allowed"
+}
+
+# 2. The metrics directory is never inside a served root (our own: exit
+#    64; another mount's, either order: 75), and it is written through
+#    the directory the daemon opened, never through a symlink put in its
+#    place.
+adv_metrics_dir() {
+	local R=$T/r2 M=$T/m2 D=$T/ua2/md e
+	mkdir -p "$R/m" "$D" "$T/target2" "$T/r2b"
+	MOUNTS+=("$T/m2a"); mkdir -p "$T/m2a"
+	rc=0; "$LEASEFS" mount --metrics-dir="$R/m" "$R" "$T/m2a" 2>/dev/null || rc=$?
+	[ $rc -eq 64 ] || fail "--metrics-dir inside the own root: exit $rc, want 64"
+	[ -z "$(ls -A "$R/m")" ] || fail "refused mount wrote its metrics into ROOT"
+	mount_ws "$R" "$M"
+	e=$(status_of "$M" epoch)
+	expect_busy "is inside workspace $R, held at epoch $e" --metrics-dir="$R/m" "$T/r2b" "$T/m2b"
+	[ -z "$(ls -A "$R/m")" ] || fail "a refused mount wrote into another's root"
+	"$LEASEFS" umount "$M"
+	mkdir -p "$T/r2c"
+	mount_ws "$T/r2c" "$T/m2c" --metrics-dir="$R/m"
+	expect_busy "contains metrics directory $R/m" "$R" "$T/m2d"
+	"$LEASEFS" umount "$T/m2c"
+	# The owner of the directory swaps it for a symlink; loss rewrites the
+	# textfile at once.
+	chown "$UA" "$T/ua2" "$D"
+	mount_ws "$T/r2e" "$T/m2e" --metrics-dir="$D"
+	[ -n "$(ls "$D")" ] || fail "no metrics textfile written"
+	as "$UA" mv "$D" "$D.moved"
+	as "$UA" ln -s "$T/target2" "$D"
+	revoke "$T/m2e"
+	wait_until 5 bash -c "! echo x 2>/dev/null >> '$T/m2e/probe'" || fail "no EROFS after revoke"
+	[ "$(status_of "$T/m2e" state)" = lost ] || fail "not lost"
+	[ -z "$(ls -A "$T/target2")" ] || fail "the daemon wrote through the symlink: $(ls "$T/target2")"
+	ok "metrics dir: own root 64, another's 75 both ways; nothing written through a swapped-in symlink"
+}
+
+SECTIONS=(group_deny sgid_parity atime_after_loss fd_exhaustion nested_roots
+	  metrics_dir)
 for s in "${SECTIONS[@]}"; do
 	[ -z "${ADV_ONLY:-}" ] || [ "$ADV_ONLY" = "$s" ] || continue
 	echo "== $s"

@@ -19,4 +19,21 @@ unshare -m --propagation private bash -euo pipefail -c '
 ' _ "$M" "$T/ctr" "$LEASEFS" "$lease" || fail "container bind: exit $?"
 [ "$(head -n1 "$R/from-container")" = inside ] || fail "container write not in the root"
 ok "bind mount in a new mount namespace: write works, EROFS after loss"
+
+# A container still running at umount holds a copy of the mount: umount
+# returns all the same, releases the leases, and the copy answers ENOTCONN.
+R2=$T/root2 M2=$T/mnt2
+mount_ws "$R2" "$M2"
+lease2=$(status_of "$M2" lease)
+unshare -m --propagation private sh -c "touch '$T/ctr.ready'; exec sleep 100000" &
+ctr=$!
+PIDS+=("$ctr")
+wait_until 10 test -e "$T/ctr.ready" || fail "container did not start"
+nsenter -t "$ctr" -m sh -c "echo from-ctr > '$M2/c'" || fail "container cannot write through its copy"
+timeout 15 "$LEASEFS" umount "$M2" || fail "umount with a container's copy alive: exit $?"
+has_line '^state: *free' "$LEASEFS" lease show "$lease2" || fail "root lease not released: $("$LEASEFS" lease show "$lease2")"
+out=$(nsenter -t "$ctr" -m timeout 5 stat "$M2" 2>&1) && fail "the container's copy still answers: $out"
+case "$out" in *"not connected"*) ;; *) fail "container copy after umount: $out" ;; esac
+[ "$(cat "$R2/c")" = from-ctr ] || fail "container's write lost"
+ok "umount with a live container copy: returned, lease free, the copy answers ENOTCONN"
 echo PASS

@@ -5,9 +5,11 @@
 # tests/etcd-harness.sh (which stops it by pid), TTL 3 s:
 #  (a) kill -9 of the holding daemon: a second mount with --wait acquires
 #      within TTL + 2 s with a higher epoch (reclaim time printed);
-#  (b) stale holder: daemon A SIGSTOPped past its TTL, mount B acquires and
-#      writes, A is SIGCONTed: every mutation through A is EROFS and the
-#      backing root holds only B's writes (times printed);
+#  (b) stale holder: daemon A SIGSTOPped past its TTL; a mount on A's host
+#      is refused (A's host lock); mount B on a second host (a mount
+#      namespace with its own /run/leasefs) acquires and writes, A is
+#      SIGCONTed: every mutation through A is EROFS and the backing root
+#      holds only B's writes (times printed);
 #  (c) etcd SIGSTOPped: the holder turns EROFS within TTL + 1 s of the stop
 #      (time printed); after SIGCONT no write lands through that mount;
 #  (d) operator revoke of a SIGSTOPped holder with writes queued: no
@@ -90,15 +92,23 @@ STOPPED+=("$pa")
 kill -STOP "$pa"
 t0=$(now_ms)
 
-# B on this host: once A's etcd lease expired, B gets the root although A
-# is still alive (stopped) and still has its mount.
+# On this host a second mount is refused for as long as A lives: A still
+# holds the host lock, and a stopped holder may resume with a write it had
+# admitted (README, "No two writers").
+mkdir -p "$T/mbsame"
+rc=0; out=$(timeout 30 "$LEASEFS" mount --leases="$U" --ttl=$TTL "$R" "$T/mbsame" 2>&1) || rc=$?
+MOUNTS+=("$T/mbsame")
+[ $rc -eq 75 ] || fail "(b) a mount on A's host beside the stopped A: exit $rc ($out)"
+# B on another host: once A's etcd lease expired, B gets the root although
+# A is still alive (stopped) and still has its mount.
+start_host_b
 mkdir -p "$MB"
 MOUNTS+=("$MB")
-out=$(timeout 30 "$LEASEFS" mount --leases="$U" --ttl=$TTL --wait=$((TTL + 4)) \
+out=$(on_b timeout 30 "$LEASEFS" mount --leases="$U" --ttl=$TTL --wait=$((TTL + 4)) \
 	"$R" "$MB" 2>&1) || fail "(b) mount B refused while A is stopped: $out"
 tb=$(now_ms)
-PB=$(status_of "$MB" pid); PIDS+=("$PB")
-bx() { timeout 10 "$@"; }
+PB=$(on_b "$LEASEFS" status "$MB" --json | json_get pid); PIDS+=("$PB")
+bx() { on_b timeout 10 "$@"; }
 eb=$(bx "$LEASEFS" status "$MB" --json | json_get epoch)
 echo "(b) measured: B acquired $((tb - t0)) ms after SIGSTOP of A (TTL ${TTL} s), epoch $ea -> $eb"
 [ "$eb" -gt "$ea" ] || fail "(b) B's epoch $eb not above A's $ea"
@@ -204,20 +214,21 @@ gone() { ! has_line '^state: *held' "$LEASEFS" lease show --leases="$U" "$lease"
 wait_until 5 gone || fail "(d) the holder's key was not deleted"
 mkdir -p "$MB"
 MOUNTS+=("$MB")
-rc=0; timeout 10 "$LEASEFS" mount --leases="$U" --ttl=$TTL "$R" "$MB" 2>/dev/null || rc=$?
+rc=0; on_b timeout 10 "$LEASEFS" mount --leases="$U" --ttl=$TTL "$R" "$MB" 2>/dev/null || rc=$?
 [ $rc -eq 75 ] || fail "(d) a successor mounted while the revoked holder was not fenced (rc $rc)"
 wait "$rpid" || fail "(d) revoke exited $?: $(cat "$T/revoke.out")"
 trev=$(now_ms)
 grep -q "TTL has run out" "$T/revoke.out" || fail "(d) revoke did not report expiry: $(cat "$T/revoke.out")"
-mount_ws "$R" "$MB" --leases="$U" --ttl=$TTL
+on_b timeout 30 "$LEASEFS" mount --leases="$U" --ttl=$TTL "$R" "$MB" || fail "(d) successor on host B"
+PIDS+=("$(on_b "$LEASEFS" status "$MB" --json | json_get pid)")
 tb=$(now_ms)
 snap=$(cat "$R/q")
 unstop "$pa"
 wait_pid_gone "$wpid" 30 || fail "(d) queued writer still blocked"
 [ "$(cat "$R/q")" = "$snap" ] || fail "(d) the revoked holder wrote after its successor started: $(cat "$R/q")"
-echo b >> "$MB/q" || fail "(d) successor cannot write"
+on_b sh -c "echo b >> '$MB/q'" || fail "(d) successor cannot write"
 echo "(d) measured: revoke reported expiry $((trev - t0)) ms after it started (TTL ${TTL} s + 1 s fence); successor held $((tb - t0)) ms after the revoke; $(grep -c '^w' "$R/q") of 16 queued writes landed, all before"
-timeout 15 "$LEASEFS" umount "$MB" || fail "(d) umount B failed"
+on_b timeout 15 "$LEASEFS" umount "$MB" || fail "(d) umount B failed"
 timeout 15 "$LEASEFS" umount "$MA" || fail "(d) umount A failed"
 ok "(d) revoke of a stopped holder: successor only after the fence expired; no late write"
 echo PASS
