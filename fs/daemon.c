@@ -76,6 +76,7 @@ struct daemon {
 	struct hostlock *dir_locks[2];
 	char session_id[37];      /* --session, else a random one */
 	char session_root[PATH_MAX]; /* session placement: ROOT/<session id> */
+	char holder[PATH_MAX + 64];  /* the store's holder description */
 	int event_fd;            /* umount requests and loss, for the event thread */
 	/* To the waiting parent, until on_serving() (a FUSE worker) reports;
 	 * the main thread reads it only after the workers are joined. */
@@ -342,27 +343,54 @@ static int block_signals(struct daemon *d)
  * an exclusive mount at, above or below it out on this host for as long
  * as this one lives.  Nothing is touched in ROOT before this.
  */
-static int share_root(struct daemon *d, struct lfs_err *err)
+/* Refused if `path` (the served directory or one above it) has its root
+ * lease held or revoked and not yet fenced, or, for the served directory,
+ * if a workspace inside it is held. */
+static int root_free(struct daemon *d, const char *served, const char *path,
+		     struct lfs_err *err)
 {
-	struct lease_info info = { 0 };
+	struct lease_info info = { 0 }, inner = { 0 };
 	struct lease_err le = { 0 };
 	char name[LEASE_NAME_MAX + 1];
-	const char *root = d->opts->canon_root;
-	int r;
+	int r = lease_root_name(path, name, sizeof(name));
 
-	if (d->opts->placement == COORD_EXCLUSIVE)
-		return 0;
-	r = lease_root_name(root, name, sizeof(name));
 	if (r == 0)
 		r = lease_show(d->store, name, &info, &le);
 	if (r < 0)
 		return lfs_err_from_lease(err, r, &le);
-	if (info.state == LEASE_STATE_HELD)
-		return lfs_fail(err, EXIT_BUSY, -EBUSY, "workspace busy: %s held "
-				"at epoch %" PRIu64, root, info.epoch);
-	r = lock_root(d, d->opts->placement == COORD_SESSION ? d->session_root
-							       : root,
-		      NULL, 0, &le);
+	if (info.state != LEASE_STATE_FREE && strcmp(path, served) == 0)
+		return lfs_fail(err, EXIT_BUSY, -EBUSY, "workspace busy: %s "
+				"held at epoch %" PRIu64, served, info.epoch);
+	if (info.state != LEASE_STATE_FREE)
+		return lfs_fail(err, EXIT_BUSY, -EBUSY, "workspace busy: %s is "
+				"inside workspace %s, held at epoch %" PRIu64,
+				served, path, info.epoch);
+	if (strcmp(path, served) == 0 && info.within &&
+	    lease_show(d->store, info.within_name, &inner, NULL) == 0)
+		return lfs_fail(err, EXIT_BUSY, -EBUSY, "workspace busy: %s "
+				"contains workspace %s, held at epoch %" PRIu64
+				" (lease %s)", served, inner.holder,
+				info.within_epoch, info.within_name);
+	return 0;
+}
+
+static int share_root(struct daemon *d, struct lfs_err *err)
+{
+	const char *served = d->opts->placement == COORD_SESSION
+		? d->session_root : d->opts->canon_root;
+	char up[PATH_MAX];
+	struct lease_err le = { 0 };
+	int r;
+
+	if (d->opts->placement == COORD_EXCLUSIVE)
+		return 0;
+	r = root_free(d, served, served, err);
+	snprintf(up, sizeof(up), "%s", served);
+	while (r == 0 && lease_path_parent(up))
+		r = root_free(d, served, up, err);
+	if (r < 0)
+		return r;
+	r = lock_root(d, served, NULL, 0, &le);
 	return lfs_err_from_lease(err, r, &le);
 }
 
@@ -468,7 +496,12 @@ static int open_coord(struct daemon *d, struct lfs_err *err)
 		r = lock_dirs(d, err);
 	if (r < 0)
 		return r;
-	cfg.session_id = so.holder = d->session_id;
+	/* What a refused contender reads of us in the store. */
+	snprintf(d->holder, sizeof(d->holder), "%s (session %s)",
+		 o->placement == COORD_SESSION ? d->session_root : o->canon_root,
+		 d->session_id);
+	cfg.session_id = d->session_id;
+	so.holder = d->holder;
 	r = lease_store_open(o->leases, &so, &d->store, &le);
 	if (r < 0)
 		return lfs_err_from_lease(err, r, &le);
@@ -670,9 +703,13 @@ static int teardown(struct daemon *d)
 	}
 	if (d->se)
 		fuse_session_unmount(d->se);
-	/* Unmounted: nothing reaches the root through us any more, so the
-	 * identity lock goes first and a successor never sees it outlive
-	 * the root lease. */
+	/* Unmounted: nothing new reaches the root through us.  What was
+	 * admitted must land before anything is let go (a write stuck in the
+	 * kernel keeps the leases, however long); then the host lock goes
+	 * first, so a successor never sees it outlive the root lease. */
+	while (d->coord &&
+	       coord_close_admission(d->coord, DRAIN_TIMEOUT_MS) == -ETIMEDOUT)
+		;
 	drop_hostlock(d);
 	if (d->coord)
 		r = coord_shutdown(d->coord, DRAIN_TIMEOUT_MS);

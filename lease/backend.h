@@ -15,6 +15,12 @@
 
 #include "lease.h"
 
+/* The names a grant lives within (lease_acquire_in()). */
+struct lease_scopes {
+	const char *const *names;
+	size_t n;
+};
+
 struct lease_backend {
 	const char *scheme; /* "file", "mem", "etcd", "etcds" */
 	/* `rest` is the URI after "scheme:" (may be "").  Sets store->priv. */
@@ -22,18 +28,20 @@ struct lease_backend {
 		    struct lease_err *err);
 	void (*close)(struct lease_store *store);
 	/*
-	 * One attempt, I/O bounded by `deadline`.  On success *out comes from
-	 * lease_alloc() with priv set.  Contention: LEASE_E_HELD with the
-	 * holder's epoch; the generic layer retries until the deadline.
+	 * One attempt, I/O bounded by `deadline`, within `sc` (lease.h's
+	 * lease_acquire_in()).  On success *out comes from lease_alloc()
+	 * with priv set (the generic layer then records sc in it).
+	 * Contention: LEASE_E_HELD with err->name and the holder's epoch;
+	 * the generic layer retries until the deadline.
 	 */
 	int (*try_acquire)(struct lease_store *store, const char *name,
-			   int64_t deadline, struct lease **out,
-			   struct lease_err *err);
-	/* Return once the holder of `name` may have let go (a try could now
-	 * succeed), or at `deadline`: the acquire retry waits on this, never
-	 * on a timer.  Spurious returns are fine; missed changes are not. */
+			   const struct lease_scopes *sc, int64_t deadline,
+			   struct lease **out, struct lease_err *err);
+	/* Return once what refused a try of `name` within `sc` may have let
+	 * go, or at `deadline`: the acquire retry waits on this, never on a
+	 * timer.  Spurious returns are fine; missed changes are not. */
 	void (*await_change)(struct lease_store *store, const char *name,
-			     int64_t deadline);
+			     const struct lease_scopes *sc, int64_t deadline);
 	/* Clear the entry iff it still carries lease->epoch.  Called at most
 	 * once per lease, after loss was fired.  Bounded by `deadline`. */
 	int (*release)(struct lease *lease, int64_t deadline);
@@ -54,6 +62,9 @@ struct lease_backend {
 	/* Optional: after release, remove the name's records if it is still
 	 * free at lease->epoch, never letting a later epoch of it go lower. */
 	int (*forget)(struct lease *lease, int64_t deadline);
+	/* Optional: after loss, while the holder still drains, keep the
+	 * name from successors (called often; a backend paces itself). */
+	void (*hold_fence)(struct lease *lease);
 	/* Optional: local directory of the store (for the inside-root check). */
 	const char *(*local_dir)(const struct lease_store *store);
 };
@@ -78,12 +89,15 @@ struct lease {
 	lease_loss_cb cb;
 	void *cb_userdata;
 	bool cb_fired;
+	char **scopes;                /* what it lives within; owned */
+	size_t nscopes;
 	void *priv;                   /* backend state */
 };
 
-/* New lease object (loss fd created, not lost).  -errno on failure. */
+/* New lease object (loss fd created, not lost) living within `sc` (may
+ * be NULL: none).  -errno on failure. */
 int lease_alloc(struct lease_store *store, const char *name, uint64_t epoch,
-		struct lease **out);
+		const struct lease_scopes *sc, struct lease **out);
 /* Dispose of a lease that was never handed out (backend acquire failed
  * after lease_alloc).  Does not call backend hooks. */
 void lease_dispose(struct lease *lease);

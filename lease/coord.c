@@ -52,6 +52,11 @@ struct coord {
 	char session_id[37];
 	char root_name[LEASE_NAME_MAX + 1];
 	char session_name[LEASE_NAME_MAX + 1];
+	/* Exclusive: the root names of the directories above the root, the
+	 * scopes its lease lives within, and those directories. */
+	char (*scopes)[LEASE_NAME_MAX + 1];
+	char (*scope_paths)[PATH_MAX];
+	size_t nscopes;
 
 	/* Set before coord_shutdown() starts; read only by the teardown. */
 	coord_release_observer observer;
@@ -62,19 +67,19 @@ struct coord {
 	_Atomic long inflight; /* admitted mutations not yet exited */
 
 	/*
-	 * lock protects shutdown_started, shutdown_done and shutdown_result,
+	 * lock protects shutdown_running, shutdown_done and shutdown_result,
 	 * and is the mutex of both condition variables.  It is never taken
 	 * on the healthy()/enter() fast path.
 	 *  drained: signalled when inflight reaches 0 after admission closed
 	 *           (CLOCK_MONOTONIC, the drain wait is timed);
-	 *  done:    broadcast when the teardown has finished.
+	 *  done:    broadcast when a teardown attempt has ended.
 	 */
 	pthread_mutex_t lock;
 	pthread_cond_t drained;
 	pthread_cond_t done;
-	bool shutdown_started;
-	bool shutdown_done;
-	int shutdown_result;
+	bool shutdown_running;   /* an attempt is under way */
+	bool shutdown_done;      /* the leases are released: final */
+	int shutdown_result;     /* of the last attempt */
 };
 
 /* ---- small tables --------------------------------------------------- */
@@ -302,14 +307,18 @@ static int wait_drained(struct coord *c, int64_t ms)
 	return r;
 }
 
+static void hold_lost(struct coord *c);
+
 static int drain(struct coord *c, int64_t ms)
 {
 	int r = wait_drained(c, ms);
 
-	if (r < 0)
+	if (r < 0) {
+		hold_lost(c);
 		say(c, "coordinator: %ld mutation(s) still in flight after "
-		    "%lld ms drain timeout; releasing anyway",
+		    "%lld ms; the leases stay held until they finish",
 		    atomic_load(&c->inflight), (long long)ms);
+	}
 	return r;
 }
 
@@ -367,13 +376,25 @@ static bool lease_lost_now(const struct lease *l)
 	return l && lease_gone(l, &now) != LEASE_LOSS_NONE;
 }
 
+/* Mutations admitted before a loss are still in flight: keep the lost
+ * leases' successors out for longer (lease_hold_fenced()). */
+static void hold_lost(struct coord *c)
+{
+	if (lease_lost_now(c->root_lease))
+		lease_hold_fenced(c->root_lease);
+	if (lease_lost_now(c->session_lease))
+		lease_hold_fenced(c->session_lease);
+}
+
 int coord_fence(struct coord *c, int64_t drain_timeout_ms)
 {
 	if (c->placement != COORD_SHARED) {
 		if (WORD_STATE(atomic_load(&c->word)) != COORD_LOST)
 			return -EINVAL;
-		if (wait_drained(c, drain_timeout_ms) < 0)
+		if (wait_drained(c, drain_timeout_ms) < 0) {
+			hold_lost(c);
 			return -ETIMEDOUT;
+		}
 	}
 	if (lease_lost_now(c->root_lease))
 		release_once(c, c->root_lease, &c->root_released);
@@ -392,42 +413,47 @@ static void remove_empty_session_dir(struct coord *c)
 		rmdir(c->root);
 }
 
+/* One attempt: close admission, drain, and only once nothing of ours can
+ * still write, release root then session. */
 static int teardown(struct coord *c, int64_t drain_timeout_ms)
 {
-	int r;
+	int r = coord_close_admission(c, drain_timeout_ms);
 
-	r = coord_close_admission(c, drain_timeout_ms);
+	if (r < 0)
+		return r;
 	release_once(c, c->root_lease, &c->root_released);
 	release_once(c, c->session_lease, &c->session_released);
 	remove_empty_session_dir(c);
 	set_state(c, COORD_CLOSED);
-	return r;
+	return 0;
 }
 
 /*
- * Returns 0, or -ETIMEDOUT when in-flight mutations did not drain in time
- * (the leases are released regardless).
+ * Returns 0 once the leases are released, or -ETIMEDOUT when in-flight
+ * mutations did not drain in time: then nothing is released (a later call
+ * tries again).  Concurrent calls join one attempt and share its result.
  */
 int coord_shutdown(struct coord *c, int64_t drain_timeout_ms)
 {
 	int r;
 
 	pthread_mutex_lock(&c->lock);
-	if (c->shutdown_started) {
-		while (!c->shutdown_done)
+	if (c->shutdown_running || c->shutdown_done) {
+		while (c->shutdown_running)
 			pthread_cond_wait(&c->done, &c->lock);
 		r = c->shutdown_result;
 		pthread_mutex_unlock(&c->lock);
 		return r;
 	}
-	c->shutdown_started = true;
+	c->shutdown_running = true;
 	pthread_mutex_unlock(&c->lock);
 
 	r = teardown(c, drain_timeout_ms);
 
 	pthread_mutex_lock(&c->lock);
 	c->shutdown_result = r;
-	c->shutdown_done = true;
+	c->shutdown_done = r == 0;
+	c->shutdown_running = false;
 	pthread_cond_broadcast(&c->done);
 	pthread_mutex_unlock(&c->lock);
 	return r;
@@ -523,6 +549,36 @@ static int canon_err(struct lease_err *err, int r, const char *what,
 			     strerror(-r));
 }
 
+/* The scopes of the root lease: the root names of every directory above
+ * the canonical root, nearest first. */
+static int resolve_scopes(struct coord *c)
+{
+	char path[PATH_MAX];
+	size_t n = 0;
+
+	snprintf(path, sizeof(path), "%s", c->root);
+	while (lease_path_parent(path))
+		n++;
+	c->scopes = calloc(n ? n : 1, sizeof(*c->scopes));
+	c->scope_paths = calloc(n ? n : 1, sizeof(*c->scope_paths));
+	if (!c->scopes || !c->scope_paths)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "%s", c->root);
+	for (c->nscopes = 0; lease_path_parent(path); c->nscopes++) {
+		snprintf(c->scope_paths[c->nscopes], PATH_MAX, "%s", path);
+		if (lease_root_name(path, c->scopes[c->nscopes],
+				    sizeof(c->scopes[0])) < 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static void free_scopes(struct coord *c)
+{
+	free(c->scopes);
+	free(c->scope_paths);
+}
+
 /* Session id, lease names and the canonical effective root. */
 static int resolve_names(struct coord *c, const struct coord_config *cfg,
 			 struct lease_err *err)
@@ -557,6 +613,8 @@ static int resolve_names(struct coord *c, const struct coord_config *cfg,
 	if (cfg->placement != COORD_EXCLUSIVE)
 		return 0;
 	r = lease_root_name(c->root, c->root_name, sizeof(c->root_name));
+	if (r == 0)
+		r = resolve_scopes(c);
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, NULL, "coordinator: "
 				     "root lease name: %s", strerror(-r));
@@ -618,19 +676,54 @@ static void release_quietly(struct coord *c, struct lease **l)
 	*l = NULL;
 }
 
-/* Root lease; contention becomes the busy error naming the canonical root. */
+/* A workspace held inside ours refused it: named by what its holder told
+ * the store (the daemon says its root there), else by its lease. */
+static int inner_busy(struct coord *c, const char *who, uint64_t epoch,
+		      struct lease_err *err)
+{
+	struct lease_info info = { 0 };
+
+	if (lease_show(c->store, who, &info, NULL) == 0 && info.holder[0])
+		return lease_err_set(err, LEASE_E_HELD, 0, c->root,
+				     "workspace busy: %s contains workspace %s, "
+				     "held at epoch %llu", c->root, info.holder,
+				     (unsigned long long)epoch);
+	return lease_err_set(err, LEASE_E_HELD, 0, c->root, "workspace busy: %s "
+			     "contains a workspace held at epoch %llu (lease %s)",
+			     c->root, (unsigned long long)epoch, who);
+}
+
+/* Root lease within its scopes; contention becomes the busy error naming
+ * the canonical root and what holds it: the root itself, a directory above
+ * it, or a workspace inside it. */
 static int take_root(struct coord *c, int64_t deadline, struct lease_err *err)
 {
-	int r = lease_acquire(c->store, c->root_name, deadline, &c->root_lease,
-			      err);
+	const char *scopes[c->nscopes ? c->nscopes : 1];
 	uint64_t epoch;
+	char who[LEASE_NAME_MAX + 1];
+	int r;
 
+	for (size_t i = 0; i < c->nscopes; i++)
+		scopes[i] = c->scopes[i];
+	r = lease_acquire_in(c->store, c->root_name, scopes, c->nscopes,
+			     deadline, &c->root_lease, err);
 	if (r >= 0 || err->kind != LEASE_E_HELD)
 		return r;
 	epoch = err->holder_epoch;
-	r = lease_err_set(err, LEASE_E_HELD, 0, c->root,
-			  "workspace busy: %s held at epoch %llu", c->root,
-			  (unsigned long long)epoch);
+	snprintf(who, sizeof(who), "%s", err->name);
+	if (strcmp(who, c->root_name) == 0)
+		r = lease_err_set(err, LEASE_E_HELD, 0, c->root,
+				  "workspace busy: %s held at epoch %llu", c->root,
+				  (unsigned long long)epoch);
+	else
+		r = inner_busy(c, who, epoch, err);
+	for (size_t i = 0; i < c->nscopes; i++)
+		if (strcmp(who, c->scopes[i]) == 0)
+			r = lease_err_set(err, LEASE_E_HELD, 0, c->root,
+					  "workspace busy: %s is inside workspace "
+					  "%s, held at epoch %llu", c->root,
+					  c->scope_paths[i],
+					  (unsigned long long)epoch);
 	err->holder_epoch = epoch;
 	return r;
 }
@@ -739,18 +832,24 @@ int coord_open(const struct coord_config *cfg, struct coord **out,
 	return 0;
 out_free:
 	sync_destroy(c);
+	free_scopes(c);
 	free(c);
 	return r;
 }
 
+/* With mutations still in flight the leases are not released but left
+ * to their store's own end (the process's exit, the TTL): a coordinator
+ * freed then leaks them on purpose. */
 void coord_free(struct coord *c)
 {
 	if (!c)
 		return;
-	coord_shutdown(c, 0);
-	lease_free(c->root_lease);
-	lease_free(c->session_lease);
-	sync_destroy(c);
+	if (coord_shutdown(c, 0) == 0) {
+		lease_free(c->root_lease);
+		lease_free(c->session_lease);
+		sync_destroy(c);
+	}
+	free_scopes(c);
 	free(c);
 }
 

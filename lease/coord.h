@@ -11,9 +11,13 @@
  *    nothing behind.
  *  - loss of either lease latches LOST: admission closes, healthy() fails
  *    from then on, and never recovers.
- *  - shutdown: close admission, drain in-flight mutations (bounded), release
- *    the root lease exactly once, then the session lease, each with a fresh
- *    bounded deadline.  Orderly shutdown is never reported as loss.
+ *  - shutdown: close admission, drain in-flight mutations, release the
+ *    root lease exactly once, then the session lease, each with a fresh
+ *    bounded deadline; never release while a mutation is in flight.
+ *    Orderly shutdown is never reported as loss.
+ *  - exclusive placement: the root lease lives within the root names of
+ *    every directory above the root, so a root inside or above a held one
+ *    is busy (lease_acquire_in()).
  */
 #ifndef LEASEFS_COORD_H
 #define LEASEFS_COORD_H
@@ -89,9 +93,13 @@ int coord_enter(struct coord *c);
 void coord_exit(struct coord *c);
 
 /*
- * Orderly shutdown.  Concurrent and repeated calls join the same teardown
- * and return its result.  `drain_timeout_ms` bounds the wait for in-flight
- * mutations.  Release failures go to the config's log hook, not returned.
+ * Orderly shutdown: close admission, drain, release the root lease, then
+ * the session lease.  `drain_timeout_ms` bounds the wait for in-flight
+ * mutations; if they do not drain in time nothing is released (a lease is
+ * never given up while a mutation under it may still land), -ETIMEDOUT
+ * is returned, and a later call tries again.  Concurrent calls join one
+ * attempt; once the leases are released, calls return 0 at once.  Release
+ * failures go to the config's log hook, not returned.
  */
 int coord_shutdown(struct coord *c, int64_t drain_timeout_ms);
 /*
@@ -101,7 +109,8 @@ int coord_shutdown(struct coord *c, int64_t drain_timeout_ms);
  * acknowledgement a store waits for before it grants the name to anyone
  * else, so it must come only after nothing of ours can still write.
  * 0 once done (repeats are no-ops), -ETIMEDOUT while mutations are still
- * in flight (call again), -EINVAL while not lost.  Shutdown later releases
+ * in flight (call again; meanwhile the lost leases are held fenced,
+ * lease_hold_fenced()), -EINVAL while not lost.  Shutdown later releases
  * only what is left, so each lease is still released exactly once.
  */
 int coord_fence(struct coord *c, int64_t drain_timeout_ms);

@@ -38,81 +38,7 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "etcd_http.h"
-
-#define ETCD_DEFAULT_PREFIX "/leasefs/"
-#define ETCD_DEFAULT_TTL_MS 15000
-#define ETCD_HWM_DIR "!epoch/"
-#define ETCD_FENCE_DIR "!fence/"
-/* A single acquire try (deadline already passed) still gets this long. */
-#define ETCD_MIN_TRY_MS 1000
-/* Retry pause after a failed keepalive or a broken watch. */
-#define ETCD_RETRY_MS 200
-/* Upper bound on one keepalive try. */
-#define ETCD_KA_MAX_MS 2000
-
-struct etcd_store {
-	struct etcd_client cli;
-	char *prefix;      /* ends with '/' */
-	int64_t ttl_ms;    /* requested TTL */
-	char *value_b64;   /* holder record of this process, base64 */
-	/* spare_lock protects spare_id, spare_sent and spare_ttl_ms: an etcd
-	 * lease granted by a try that lost, kept for the next try. */
-	pthread_mutex_t spare_lock;
-	int64_t spare_id;  /* 0 = none */
-	int64_t spare_sent;
-	int64_t spare_ttl_ms;
-};
-
-/* A granted etcd lease. */
-struct grant {
-	int64_t id;
-	int64_t sent;   /* CLOCK_MONOTONIC ns when the grant was sent */
-	int64_t ttl_ms; /* min(requested, granted) */
-};
-
-/* Keepalive transfer state; thread-only. */
-struct ka_xfer {
-	CURL *h;
-	struct curl_slist *hdrs;
-	struct etcd_buf buf;
-	int64_t sent;
-};
-
-/* Watch transfer state; thread-only. */
-struct watch_xfer {
-	CURL *h;
-	struct curl_slist *hdrs;
-	json_tokener *tok;
-	char *body;
-	int64_t next_rev;  /* first revision not yet seen */
-	size_t ep;         /* endpoint the watch runs on */
-};
-
-struct etcd_lease {
-	struct etcd_store *es;
-	struct lease *lease;
-	int64_t lease_id;
-	int64_t ttl_ms;
-	int64_t margin_ns;
-	char *key_b64;
-	CURLM *multi;          /* used by the thread; wakeup from any thread */
-	pthread_t thread;
-	bool thread_started;   /* set/cleared by the owner thread only */
-	_Atomic bool stop;
-	/* ready_lock protects watch_ready: the first watch is registered with
-	 * etcd, so later changes of the key are delivered without delay. */
-	pthread_mutex_t ready_lock;
-	pthread_cond_t ready_cond;
-	bool watch_ready;
-	/* The fields below are used by the holder thread only. */
-	char ka_body[64];
-	struct ka_xfer ka;
-	struct watch_xfer w;
-	size_t ep;             /* endpoint for keepalives */
-	int64_t next_ka;
-	int64_t watch_retry;
-};
+#include "etcd_int.h"
 
 /* ---- small helpers -------------------------------------------------- */
 
@@ -121,10 +47,6 @@ static struct etcd_store *store_priv(struct lease_store *s)
 	return s->priv;
 }
 
-static int64_t ms_to_ns(int64_t ms)
-{
-	return ms * 1000000LL;
-}
 
 static int64_t margin_ms_for(int64_t ttl_ms)
 {
@@ -132,7 +54,7 @@ static int64_t margin_ms_for(int64_t ttl_ms)
 }
 
 /* malloc'ed base64 of prefix + mid + name. */
-static char *key_b64(const struct etcd_store *es, const char *mid,
+char *etcd_key_b64(const struct etcd_store *es, const char *mid,
 		     const char *name)
 {
 	char *raw, *out;
@@ -144,7 +66,7 @@ static char *key_b64(const struct etcd_store *es, const char *mid,
 	return out;
 }
 
-static json_object *obj_with_str(const char *k, const char *v)
+json_object *etcd_obj_str(const char *k, const char *v)
 {
 	json_object *o = json_object_new_object();
 
@@ -152,7 +74,7 @@ static json_object *obj_with_str(const char *k, const char *v)
 	return o;
 }
 
-static json_object *obj_with_i64(const char *k, int64_t v)
+json_object *etcd_obj_i64(const char *k, int64_t v)
 {
 	json_object *o = json_object_new_object();
 
@@ -161,7 +83,7 @@ static json_object *obj_with_i64(const char *k, int64_t v)
 }
 
 /* {"kind": inner} as a single-element array entry helper. */
-static json_object *wrap(const char *kind, json_object *inner)
+json_object *etcd_wrap(const char *kind, json_object *inner)
 {
 	json_object *o = json_object_new_object();
 
@@ -170,9 +92,9 @@ static json_object *wrap(const char *kind, json_object *inner)
 }
 
 /* Compare create_revision(key) == rev. */
-static json_object *cmp_create(const char *kb64, int64_t rev)
+json_object *etcd_cmp_create(const char *kb64, int64_t rev)
 {
-	json_object *c = obj_with_str("key", kb64);
+	json_object *c = etcd_obj_str("key", kb64);
 
 	json_object_object_add(c, "target", json_object_new_string("CREATE"));
 	json_object_object_add(c, "result", json_object_new_string("EQUAL"));
@@ -180,7 +102,7 @@ static json_object *cmp_create(const char *kb64, int64_t rev)
 	return c;
 }
 
-static json_object *txn_body(json_object *cmp, json_object *succ,
+json_object *etcd_txn_body(json_object *cmp, json_object *succ,
 			     json_object *fail)
 {
 	json_object *t = json_object_new_object();
@@ -194,7 +116,7 @@ static json_object *txn_body(json_object *cmp, json_object *succ,
 	return t;
 }
 
-static json_object *one(json_object *o)
+json_object *etcd_one(json_object *o)
 {
 	json_object *a = json_object_new_array();
 
@@ -202,7 +124,7 @@ static json_object *one(json_object *o)
 	return a;
 }
 
-static json_object *first_kv(json_object *range_resp)
+json_object *etcd_first_kv(json_object *range_resp)
 {
 	json_object *kvs = etcd_json_get(range_resp, "kvs", NULL);
 
@@ -213,7 +135,7 @@ static json_object *first_kv(json_object *range_resp)
 }
 
 /* responses[i].response_range of a txn answer. */
-static json_object *txn_range(json_object *ans, size_t i)
+json_object *etcd_txn_range(json_object *ans, size_t i)
 {
 	json_object *rs = etcd_json_get(ans, "responses", NULL);
 
@@ -224,7 +146,7 @@ static json_object *txn_range(json_object *ans, size_t i)
 			     "response_range", NULL);
 }
 
-static bool txn_succeeded(json_object *ans)
+bool etcd_txn_ok(json_object *ans)
 {
 	json_object *s = etcd_json_get(ans, "succeeded", NULL);
 
@@ -233,20 +155,14 @@ static bool txn_succeeded(json_object *ans)
 
 /* ---- store ---------------------------------------------------------- */
 
-static int holder_value(struct etcd_store *es, const struct lease_store *st)
+/* The holder description this process's entries carry. */
+static int holder_desc(struct etcd_store *es, const struct lease_store *st)
 {
-	json_object *v = json_object_new_object();
-	char desc[128];
-	const char *s;
-
-	snprintf(desc, sizeof(desc), "pid %d", (int)getpid());
-	json_object_object_add(v, "holder", json_object_new_string(
-		st->opts.holder ? st->opts.holder : desc));
-	json_object_object_add(v, "pid", json_object_new_int(getpid()));
-	s = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN);
-	es->value_b64 = etcd_b64(s, strlen(s));
-	json_object_put(v);
-	return es->value_b64 ? 0 : -ENOMEM;
+	if (st->opts.holder)
+		es->holder = strdup(st->opts.holder);
+	else if (asprintf(&es->holder, "pid %d", (int)getpid()) < 0)
+		es->holder = NULL;
+	return es->holder ? 0 : -ENOMEM;
 }
 
 static int parse_prefix(struct etcd_store *es, const char *path)
@@ -268,7 +184,7 @@ static void store_free(struct etcd_store *es)
 		return;
 	etcd_client_fini(&es->cli);
 	free(es->prefix);
-	free(es->value_b64);
+	free(es->holder);
 	pthread_mutex_destroy(&es->spare_lock);
 	free(es);
 }
@@ -302,7 +218,7 @@ static int open_common(struct lease_store *st, const char *rest, bool tls,
 	r = etcd_client_init(&es->cli, hosts, tls, &st->opts, err);
 	if (r < 0)
 		goto fail;
-	if (parse_prefix(es, slash) < 0 || holder_value(es, st) < 0) {
+	if (parse_prefix(es, slash) < 0 || holder_desc(es, st) < 0) {
 		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
 		goto fail;
 	}
@@ -329,10 +245,10 @@ static int etcds_open(struct lease_store *st, const char *rest,
 }
 
 /* Revoke an etcd lease; "not found" counts as done. */
-static int revoke_id(struct etcd_store *es, int64_t id, int64_t deadline,
+int etcd_revoke_id(struct etcd_store *es, int64_t id, int64_t deadline,
 		     const char *name, struct lease_err *err)
 {
-	json_object *body = obj_with_i64("ID", id);
+	json_object *body = etcd_obj_i64("ID", id);
 	json_object *ans = NULL;
 	int code, r;
 
@@ -352,7 +268,7 @@ static void etcd_close(struct lease_store *st)
 	if (!es)
 		return;
 	if (es->spare_id)
-		revoke_id(es, es->spare_id, lease_deadline_ms(1000), NULL, NULL);
+		etcd_revoke_id(es, es->spare_id, lease_deadline_ms(1000), NULL, NULL);
 	store_free(es);
 	st->priv = NULL;
 }
@@ -363,7 +279,7 @@ static int grant_new(struct etcd_store *es, int64_t deadline,
 		     const char *name, struct grant *g, struct lease_err *err)
 {
 	int64_t ttl_s = (es->ttl_ms + 999) / 1000;
-	json_object *body = obj_with_i64("TTL", ttl_s);
+	json_object *body = etcd_obj_i64("TTL", ttl_s);
 	json_object *ans = NULL;
 	int64_t granted;
 	int code, r;
@@ -391,7 +307,7 @@ static bool take_spare(struct etcd_store *es, struct grant *g)
 
 	pthread_mutex_lock(&es->spare_lock);
 	if (es->spare_id &&
-	    lease_now_ns() - es->spare_sent < ms_to_ns(es->spare_ttl_ms) / 2) {
+	    lease_now_ns() - es->spare_sent < etcd_ms_to_ns(es->spare_ttl_ms) / 2) {
 		g->id = es->spare_id;
 		g->sent = es->spare_sent;
 		g->ttl_ms = es->spare_ttl_ms;
@@ -420,149 +336,226 @@ static bool put_spare(struct etcd_store *es, const struct grant *g)
 
 /* ---- fence record ---------------------------------------------------- */
 
-/* The revoked epoch a fence entry carries (its value, in decimal). */
-static uint64_t fence_epoch(json_object *kv)
-{
-	json_object *v = etcd_json_get(kv, "value", NULL);
-	char *raw = NULL;
-	uint64_t e = 0;
 
-	if (v && etcd_unb64(json_object_get_string(v), &raw, NULL) == 0)
-		e = strtoull(raw, NULL, 10);
-	free(raw);
-	return e;
-}
 
-/* base64 of the fence value for `epoch`. */
-static char *fence_value(uint64_t epoch)
-{
-	char s[24];
-	int n = snprintf(s, sizeof(s), "%" PRIu64, epoch);
 
-	return etcd_b64(s, (size_t)n);
-}
 
-/* Compare value(key) == vb64. */
-static json_object *cmp_value(const char *kb64, const char *vb64)
-{
-	json_object *c = obj_with_str("key", kb64);
-
-	json_object_object_add(c, "target", json_object_new_string("VALUE"));
-	json_object_object_add(c, "result", json_object_new_string("EQUAL"));
-	json_object_object_add(c, "value", json_object_new_string(vb64));
-	return c;
-}
-
-/* base64 of the high-water mark of a revoked epoch. */
-static char *hwm_revoked_value(uint64_t epoch, bool acked)
-{
-	json_object *mark = json_object_new_object();
-	const char *ms;
-	char *out;
-
-	json_object_object_add(mark, "epoch", etcd_json_int64_str((int64_t)epoch));
-	json_object_object_add(mark, "revoked", json_object_new_int(1));
-	if (acked)
-		json_object_object_add(mark, "acked", json_object_new_int(1));
-	ms = json_object_to_json_string_ext(mark, JSON_C_TO_STRING_PLAIN);
-	out = etcd_b64(ms, strlen(ms));
-	json_object_put(mark);
-	return out;
-}
-
-/*
- * The revoked holder's acknowledgement: delete its fence entry and mark
- * the high-water mark acked, iff the fence still carries `epoch`.
- */
-static int fence_ack(struct etcd_store *es, const char *name, uint64_t epoch,
-		     int64_t deadline)
-{
-	char *fk = key_b64(es, ETCD_FENCE_DIR, name);
-	char *hk = key_b64(es, ETCD_HWM_DIR, name);
-	char *fv = fence_value(epoch), *hv = hwm_revoked_value(epoch, true);
-	json_object *body, *succ, *put, *ans = NULL;
-	int code, r = -ENOMEM;
-
-	if (!fk || !hk || !fv || !hv)
-		goto out;
-	put = obj_with_str("key", hk);
-	json_object_object_add(put, "value", json_object_new_string(hv));
-	succ = one(wrap("request_delete_range", obj_with_str("key", fk)));
-	json_object_array_add(succ, wrap("request_put", put));
-	body = txn_body(one(cmp_value(fk, fv)), succ, NULL);
-	r = etcd_call(&es->cli, "/v3/kv/txn", body, deadline, name, &ans, &code,
-		      NULL);
-	json_object_put(body);
-	json_object_put(ans);
-out:
-	free(fk);
-	free(hk);
-	free(fv);
-	free(hv);
-	return r;
-}
 
 /* ---- acquire -------------------------------------------------------- */
 
-/*
- * Create P<name> attached to g->id iff absent.  0 with *epoch on success;
- * LEASE_E_HELD with err->holder_epoch; -EREMOTEIO with *code from etcd.
- */
-static int txn_create(struct etcd_store *es, const char *name,
-		      const struct grant *g, int64_t deadline, uint64_t *epoch,
-		      int *code, struct lease_err *err)
+/* base64 of the held entry's value: who holds it, and what it lives
+ * within (a revoker moves those scope keys into the fence). */
+static char *holder_value(const struct etcd_store *es,
+			  const struct lease_scopes *sc)
 {
-	char *k = key_b64(es, "", name), *hk = key_b64(es, ETCD_HWM_DIR, name);
-	char *fk = key_b64(es, ETCD_FENCE_DIR, name);
-	json_object *ans = NULL, *body, *put, *succ, *kv, *cmp, *fail;
+	json_object *v = json_object_new_object(), *a = json_object_new_array();
+	const char *str;
+	char *out;
+
+	json_object_object_add(v, "holder", json_object_new_string(es->holder));
+	json_object_object_add(v, "pid", json_object_new_int(getpid()));
+	for (size_t i = 0; i < sc->n; i++)
+		json_object_array_add(a, json_object_new_string(sc->names[i]));
+	json_object_object_add(v, "scopes", a);
+	str = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN);
+	out = etcd_b64(str, strlen(str));
+	json_object_put(v);
+	return out;
+}
+
+static void add_range(json_object *ops, const char *kb64, const char *end)
+{
+	json_object *r = etcd_obj_str("key", kb64);
+
+	if (end) {
+		json_object_object_add(r, "range_end", json_object_new_string(end));
+		json_object_object_add(r, "limit", etcd_json_int64_str(1));
+	}
+	json_object_array_add(ops, etcd_wrap("request_range", r));
+}
+
+static void add_put(json_object *ops, const char *kb64, const char *vb64,
+		    int64_t lease)
+{
+	json_object *put = etcd_obj_str("key", kb64);
+
+	if (vb64)
+		json_object_object_add(put, "value", json_object_new_string(vb64));
+	if (lease)
+		json_object_object_add(put, "lease", etcd_json_int64_str(lease));
+	json_object_array_add(ops, etcd_wrap("request_put", put));
+}
+
+/* Keys a create of `name` within sc compares and reads, in the order of
+ * the failure reads: P<name>, its fence, the range within it, then per
+ * scope P<scope> and its fence. */
+struct create_keys {
+	char *k, *hk, *fk, *in, *in_end;
+	char **sk, **sfk, **scope;  /* per scope: P<S>, fence, scope key */
+	size_t n;
+};
+
+static void create_keys_free(struct create_keys *ck)
+{
+	for (size_t i = 0; i < ck->n; i++) {
+		free(ck->sk[i]);
+		free(ck->sfk[i]);
+		free(ck->scope[i]);
+	}
+	free(ck->sk);
+	free(ck->sfk);
+	free(ck->scope);
+	free(ck->k);
+	free(ck->hk);
+	free(ck->fk);
+	free(ck->in);
+	free(ck->in_end);
+}
+
+static int create_keys_make(const struct etcd_store *es, const char *name,
+			    const struct lease_scopes *sc, struct create_keys *ck)
+{
+	bool ok;
+
+	memset(ck, 0, sizeof(*ck));
+	ck->k = etcd_key_b64(es, "", name);
+	ck->hk = etcd_key_b64(es, ETCD_HWM_DIR, name);
+	ck->fk = etcd_key_b64(es, ETCD_FENCE_DIR, name);
+	ok = ck->k && ck->hk && ck->fk &&
+	     etcd_scope_range(es, name, &ck->in, &ck->in_end) == 0;
+	ck->sk = calloc(sc->n + 1, sizeof(char *));
+	ck->sfk = calloc(sc->n + 1, sizeof(char *));
+	ck->scope = calloc(sc->n + 1, sizeof(char *));
+	ok = ok && ck->sk && ck->sfk && ck->scope;
+	for (size_t i = 0; ok && i < sc->n; i++) {
+		ck->n = i + 1;
+		ck->sk[i] = etcd_key_b64(es, "", sc->names[i]);
+		ck->sfk[i] = etcd_key_b64(es, ETCD_FENCE_DIR, sc->names[i]);
+		ck->scope[i] = etcd_scope_key(es, sc->names[i], name);
+		ok = ck->sk[i] && ck->sfk[i] && ck->scope[i];
+	}
+	return ok ? 0 : -ENOMEM;
+}
+
+/* The txn: create P<name> (and its high-water mark, and a scope key in
+ * every scope) attached to `lease` iff nothing refuses it. */
+static json_object *create_body(const struct create_keys *ck,
+				const char *value, int64_t lease)
+{
+	json_object *cmp = etcd_one(etcd_cmp_create(ck->k, 0));
+	json_object *succ = json_object_new_array();
+	json_object *fail = json_object_new_array();
+
+	json_object_array_add(cmp, etcd_cmp_create(ck->fk, 0));
+	json_object_array_add(cmp, etcd_cmp_none(ck->in, ck->in_end));
+	add_put(succ, ck->k, value, lease);
+	add_put(succ, ck->hk, NULL, 0);
+	add_range(fail, ck->k, NULL);
+	add_range(fail, ck->fk, NULL);
+	add_range(fail, ck->in, ck->in_end);
+	for (size_t i = 0; i < ck->n; i++) {
+		json_object_array_add(cmp, etcd_cmp_create(ck->sk[i], 0));
+		json_object_array_add(cmp, etcd_cmp_create(ck->sfk[i], 0));
+		add_put(succ, ck->scope[i], NULL, lease);
+		add_range(fail, ck->sk[i], NULL);
+		add_range(fail, ck->sfk[i], NULL);
+	}
+	return etcd_txn_body(cmp, succ, fail);
+}
+
+static int refused(struct lease_err *err, const char *who, uint64_t epoch,
+		   const char *how)
+{
+	int r = lease_err_set(err, LEASE_E_HELD, 0, who, "lease '%s' %s at "
+			      "epoch %" PRIu64, who, how, epoch);
+
+	if (err)
+		err->holder_epoch = epoch;
+	return r;
+}
+
+/* What refused a create (its failure reads, see create_keys); a fence in
+ * the way is named in *fenced (malloc'ed) for etcd_fence_complete(). */
+static int create_refused(const struct etcd_store *es, const char *name,
+			  const struct lease_scopes *sc, json_object *ans,
+			  char **fenced, struct lease_err *err)
+{
+	json_object *kv;
+	char *inner;
 	int r;
 
-	if (!k || !hk || !fk) {
+	if ((kv = etcd_first_kv(etcd_txn_range(ans, 0))))
+		return refused(err, name, (uint64_t)etcd_json_i64(kv, "create_revision"),
+			       "is held");
+	if ((kv = etcd_first_kv(etcd_txn_range(ans, 1)))) {
+		*fenced = strdup(name);
+		return refused(err, name, etcd_fence_epoch(kv), "was revoked; its "
+			       "holder has neither released nor expired yet,");
+	}
+	if ((kv = etcd_first_kv(etcd_txn_range(ans, 2)))) {
+		inner = etcd_scope_holder(es, name, kv);
+		r = refused(err, inner ? inner : "(unknown)",
+			    (uint64_t)etcd_json_i64(kv, "create_revision"),
+			    "is held within it");
+		free(inner);
+		return r;
+	}
+	for (size_t i = 0; i < sc->n; i++) {
+		if ((kv = etcd_first_kv(etcd_txn_range(ans, 3 + 2 * i))))
+			return refused(err, sc->names[i],
+				       (uint64_t)etcd_json_i64(kv, "create_revision"),
+				       "is held");
+		if ((kv = etcd_first_kv(etcd_txn_range(ans, 4 + 2 * i)))) {
+			*fenced = strdup(sc->names[i]);
+			return refused(err, sc->names[i], etcd_fence_epoch(kv),
+				       "was revoked and is not yet fenced,");
+		}
+	}
+	/* Gone by the time of the reads: a try could now succeed. */
+	return refused(err, name, 0, "changed hands");
+}
+
+/*
+ * Create P<name> within sc attached to g->id iff nothing refuses it.  0
+ * with *epoch on success; LEASE_E_HELD naming what refused it (a stale
+ * fence in the way is completed, so that it expires); -EREMOTEIO with
+ * *code from etcd.
+ */
+static int txn_create(struct etcd_store *es, const char *name,
+		      const struct lease_scopes *sc, const struct grant *g,
+		      int64_t deadline, uint64_t *epoch, int *code,
+		      struct lease_err *err)
+{
+	struct create_keys ck;
+	json_object *ans = NULL, *body;
+	char *value = holder_value(es, sc), *fenced = NULL;
+	int r = create_keys_make(es, name, sc, &ck);
+
+	if (r < 0 || !value) {
 		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
 		goto out;
 	}
-	put = obj_with_str("key", k);
-	json_object_object_add(put, "value", json_object_new_string(es->value_b64));
-	json_object_object_add(put, "lease", etcd_json_int64_str(g->id));
-	succ = one(wrap("request_put", put));
-	json_object_array_add(succ, wrap("request_put", obj_with_str("key", hk)));
-	cmp = one(cmp_create(k, 0));
-	json_object_array_add(cmp, cmp_create(fk, 0));
-	fail = one(wrap("request_range", obj_with_str("key", k)));
-	json_object_array_add(fail, wrap("request_range", obj_with_str("key", fk)));
-	body = txn_body(cmp, succ, fail);
+	body = create_body(&ck, value, g->id);
 	r = etcd_call(&es->cli, "/v3/kv/txn", body, deadline, name, &ans, code,
 		      err);
 	json_object_put(body);
 	if (r < 0)
 		goto out;
-	if (txn_succeeded(ans)) {
+	if (etcd_txn_ok(ans)) {
 		*epoch = (uint64_t)etcd_json_i64(etcd_json_get(ans, "header", NULL),
 						 "revision");
 		r = *epoch ? 0 : lease_err_set(err, LEASE_E_CORRUPT, 0, name,
 					       "etcd txn answered without revision");
 		goto out;
 	}
-	kv = first_kv(txn_range(ans, 0));
-	if (kv) {
-		r = lease_err_set(err, LEASE_E_HELD, 0, name, "lease '%s' is held",
-				  name);
-		if (err)
-			err->holder_epoch = (uint64_t)etcd_json_i64(kv, "create_revision");
-		goto out;
-	}
-	uint64_t fenced = fence_epoch(first_kv(txn_range(ans, 1)));
-
-	r = lease_err_set(err, LEASE_E_HELD, 0, name, "lease '%s' was revoked "
-			  "at epoch %" PRIu64 "; its holder has neither released "
-			  "nor expired yet", name, fenced);
-	if (err)
-		err->holder_epoch = fenced;
+	r = create_refused(es, name, sc, ans, &fenced, err);
+	if (fenced)
+		etcd_fence_complete(es, fenced, deadline);
 out:
 	json_object_put(ans);
-	free(k);
-	free(hk);
-	free(fk);
+	create_keys_free(&ck);
+	free(value);
+	free(fenced);
 	return r;
 }
 
@@ -629,17 +622,17 @@ static int start_holder(struct etcd_store *es, struct lease *l,
 	el->lease = l;
 	el->lease_id = g->id;
 	el->ttl_ms = g->ttl_ms;
-	el->margin_ns = ms_to_ns(margin_ms_for(g->ttl_ms));
-	el->key_b64 = key_b64(es, "", l->name);
+	el->margin_ns = etcd_ms_to_ns(margin_ms_for(g->ttl_ms));
+	el->key_b64 = etcd_key_b64(es, "", l->name);
 	el->multi = curl_multi_init();
 	el->ep = atomic_load(&es->cli.preferred) % es->cli.n_endpoints;
-	el->next_ka = g->sent + ms_to_ns(g->ttl_ms) / 3;
+	el->next_ka = g->sent + etcd_ms_to_ns(g->ttl_ms) / 3;
 	el->w.next_rev = (int64_t)l->epoch + 1;
 	snprintf(el->ka_body, sizeof(el->ka_body), "{\"ID\":\"%" PRId64 "\"}",
 		 g->id);
 	if (!el->key_b64 || !el->multi)
 		goto fail;
-	lease_set_safe_until(l, g->sent + ms_to_ns(g->ttl_ms) - el->margin_ns);
+	lease_set_safe_until(l, g->sent + etcd_ms_to_ns(g->ttl_ms) - el->margin_ns);
 	l->priv = el;
 	r = -pthread_create(&el->thread, NULL, holder_thread, el);
 	if (r < 0)
@@ -657,14 +650,14 @@ static int delete_if_epoch(struct etcd_store *es, const char *name,
 			   uint64_t epoch, int64_t deadline,
 			   struct lease_err *err)
 {
-	char *k = key_b64(es, "", name);
+	char *k = etcd_key_b64(es, "", name);
 	json_object *body, *ans = NULL;
 	int code, r;
 
 	if (!k)
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
-	body = txn_body(one(cmp_create(k, (int64_t)epoch)),
-			one(wrap("request_delete_range", obj_with_str("key", k))),
+	body = etcd_txn_body(etcd_one(etcd_cmp_create(k, (int64_t)epoch)),
+			etcd_one(etcd_wrap("request_delete_range", etcd_obj_str("key", k))),
 			NULL);
 	r = etcd_call(&es->cli, "/v3/kv/txn", body, deadline, name, &ans, &code,
 		      err);
@@ -677,8 +670,9 @@ static int delete_if_epoch(struct etcd_store *es, const char *name,
 /* One create attempt with a reused or fresh grant; keeps the grant on
  * contention. */
 static int create_with_grant(struct etcd_store *es, const char *name,
-			     int64_t io_deadline, struct grant *g,
-			     uint64_t *epoch, struct lease_err *err)
+			     const struct lease_scopes *sc, int64_t io_deadline,
+			     struct grant *g, uint64_t *epoch,
+			     struct lease_err *err)
 {
 	bool reused = take_spare(es, g);
 	int code = 0, r;
@@ -688,26 +682,26 @@ static int create_with_grant(struct etcd_store *es, const char *name,
 		if (r < 0)
 			return r;
 	}
-	r = txn_create(es, name, g, io_deadline, epoch, &code, err);
+	r = txn_create(es, name, sc, g, io_deadline, epoch, &code, err);
 	if (r == -EREMOTEIO && code == ETCD_CODE_NOT_FOUND && reused) {
 		/* The kept lease expired while we waited: grant anew. */
 		r = grant_new(es, io_deadline, name, g, err);
 		if (r < 0)
 			return r;
-		r = txn_create(es, name, g, io_deadline, epoch, &code, err);
+		r = txn_create(es, name, sc, g, io_deadline, epoch, &code, err);
 	}
 	if (r == lease_errkind_errno(LEASE_E_HELD)) {
 		if (!put_spare(es, g))
-			revoke_id(es, g->id, io_deadline, name, NULL);
+			etcd_revoke_id(es, g->id, io_deadline, name, NULL);
 	} else if (r < 0) {
-		revoke_id(es, g->id, io_deadline, name, NULL);
+		etcd_revoke_id(es, g->id, io_deadline, name, NULL);
 	}
 	return r;
 }
 
 static int etcd_try_acquire(struct lease_store *st, const char *name,
-			    int64_t deadline, struct lease **out,
-			    struct lease_err *err)
+			    const struct lease_scopes *sc, int64_t deadline,
+			    struct lease **out, struct lease_err *err)
 {
 	struct etcd_store *es = store_priv(st);
 	int64_t floor = lease_deadline_ms(ETCD_MIN_TRY_MS);
@@ -717,10 +711,10 @@ static int etcd_try_acquire(struct lease_store *st, const char *name,
 	uint64_t epoch = 0;
 	int r;
 
-	r = create_with_grant(es, name, io_deadline, &g, &epoch, err);
+	r = create_with_grant(es, name, sc, io_deadline, &g, &epoch, err);
 	if (r < 0)
 		return r;
-	r = lease_alloc(st, name, epoch, &l);
+	r = lease_alloc(st, name, epoch, sc, &l);
 	if (r < 0)
 		goto undo;
 	r = start_holder(es, l, &g);
@@ -732,7 +726,7 @@ static int etcd_try_acquire(struct lease_store *st, const char *name,
 undo:
 	lease_dispose(l);
 	delete_if_epoch(es, name, epoch, io_deadline, NULL);
-	revoke_id(es, g.id, io_deadline, name, NULL);
+	etcd_revoke_id(es, g.id, io_deadline, name, NULL);
 	return lease_err_set(err, LEASE_E_IO, r, name,
 			     "cannot set up lease holder: %s", strerror(-r));
 }
@@ -746,7 +740,7 @@ static size_t ka_write(char *d, size_t s, size_t n, void *ud)
 
 static void ka_start(struct etcd_lease *el, int64_t now)
 {
-	int64_t interval = ms_to_ns(el->ttl_ms) / 3;
+	int64_t interval = etcd_ms_to_ns(el->ttl_ms) / 3;
 	int64_t tmo = el->ttl_ms / 3 < ETCD_KA_MAX_MS ? el->ttl_ms / 3 :
 							 ETCD_KA_MAX_MS;
 
@@ -760,8 +754,8 @@ static void ka_start(struct etcd_lease *el, int64_t now)
 		curl_slist_free_all(el->ka.hdrs);
 		el->ka.h = NULL;
 		el->ka.hdrs = NULL;
-		el->next_ka = now + (interval < ms_to_ns(ETCD_RETRY_MS) ?
-				     interval : ms_to_ns(ETCD_RETRY_MS));
+		el->next_ka = now + (interval < etcd_ms_to_ns(ETCD_RETRY_MS) ?
+				     interval : etcd_ms_to_ns(ETCD_RETRY_MS));
 	}
 }
 
@@ -781,7 +775,7 @@ static void ka_cleanup(struct etcd_lease *el)
 static void advance_safe_until(struct etcd_lease *el, int64_t sent,
 			       int64_t ttl_ms)
 {
-	int64_t t = sent + ms_to_ns(ttl_ms) - el->margin_ns;
+	int64_t t = sent + etcd_ms_to_ns(ttl_ms) - el->margin_ns;
 
 	if (t > lease_safe_until(el->lease))
 		lease_set_safe_until(el->lease, t);
@@ -810,7 +804,7 @@ static int64_t ka_parse(struct etcd_lease *el, CURLcode cc)
 static void ka_done(struct etcd_lease *el, CURLcode cc, int64_t now)
 {
 	int64_t ttl = ka_parse(el, cc);
-	int64_t interval = ms_to_ns(el->ttl_ms) / 3;
+	int64_t interval = etcd_ms_to_ns(el->ttl_ms) / 3;
 
 	if (ttl == 0) {
 		lease_mark_lost(el->lease, LEASE_LOSS_EXPIRED);
@@ -821,8 +815,8 @@ static void ka_done(struct etcd_lease *el, CURLcode cc, int64_t now)
 	} else {
 		/* Quick retry, on the next endpoint. */
 		el->ep = (el->ep + 1) % el->es->cli.n_endpoints;
-		el->next_ka = now + (interval < ms_to_ns(ETCD_RETRY_MS) ?
-				     interval : ms_to_ns(ETCD_RETRY_MS));
+		el->next_ka = now + (interval < etcd_ms_to_ns(ETCD_RETRY_MS) ?
+				     interval : etcd_ms_to_ns(ETCD_RETRY_MS));
 	}
 	ka_cleanup(el);
 }
@@ -848,14 +842,14 @@ static void watch_event(struct etcd_lease *el, json_object *ev)
 /* Verify the key directly (after the watch history was compacted). */
 static void watch_verify(struct etcd_lease *el)
 {
-	json_object *body = obj_with_str("key", el->key_b64), *ans = NULL;
+	json_object *body = etcd_obj_str("key", el->key_b64), *ans = NULL;
 	json_object *kv;
 	int code;
 
 	if (etcd_call(&el->es->cli, "/v3/kv/range", body,
 		      lease_deadline_ms(ETCD_KA_MAX_MS), el->lease->name, &ans,
 		      &code, NULL) == 0) {
-		kv = first_kv(ans);
+		kv = etcd_first_kv(ans);
 		if (!kv)
 			lease_mark_lost(el->lease, LEASE_LOSS_REVOKED);
 		else if ((uint64_t)etcd_json_i64(kv, "create_revision") !=
@@ -942,13 +936,13 @@ static void watch_start(struct etcd_lease *el, int64_t now)
 	return;
 retry:
 	watch_cleanup(el);
-	el->watch_retry = now + ms_to_ns(ETCD_RETRY_MS);
+	el->watch_retry = now + etcd_ms_to_ns(ETCD_RETRY_MS);
 }
 
 static void watch_done(struct etcd_lease *el, int64_t now)
 {
 	watch_cleanup(el);
-	el->watch_retry = now + ms_to_ns(ETCD_RETRY_MS);
+	el->watch_retry = now + etcd_ms_to_ns(ETCD_RETRY_MS);
 }
 
 /* ---- holder thread: loop -------------------------------------------- */
@@ -981,7 +975,7 @@ static int poll_ms(struct etcd_lease *el, int64_t now)
 		wake = min64(wake, el->next_ka);
 	if (!el->w.h)
 		wake = min64(wake, el->watch_retry);
-	wake = min64(wake, now + ms_to_ns(1000));
+	wake = min64(wake, now + etcd_ms_to_ns(1000));
 	return wake <= now ? 0 : (int)((wake - now + 999999) / 1000000);
 }
 
@@ -997,7 +991,7 @@ static void holder_step(struct etcd_lease *el)
 	if (!el->ka.h && now >= el->next_ka)
 		ka_start(el, now);
 	if (el->w.h && el->w.ep != el->ep)
-		watch_done(el, now - ms_to_ns(ETCD_RETRY_MS)); /* follow failover */
+		watch_done(el, now - etcd_ms_to_ns(ETCD_RETRY_MS)); /* follow failover */
 	if (!el->w.h && now >= el->watch_retry)
 		watch_start(el, now);
 	curl_multi_perform(el->multi, &running);
@@ -1040,13 +1034,13 @@ static int etcd_release(struct lease *l, int64_t deadline)
 
 	stop_holder(el);
 	r = delete_if_epoch(es, l->name, l->epoch, deadline, NULL);
-	r2 = el ? revoke_id(es, el->lease_id, deadline, l->name, NULL) : 0;
+	r2 = el ? etcd_revoke_id(es, el->lease_id, deadline, l->name, NULL) : 0;
 	if (r == 0)
 		r = r2;
 	/* After a revoke: this release comes after the holder drained, so
 	 * it is the acknowledgement that lets a successor in. */
 	if (lease_loss_reason(l) == LEASE_LOSS_REVOKED) {
-		r2 = fence_ack(es, l->name, l->epoch, deadline);
+		r2 = etcd_fence_ack(es, l, deadline);
 		if (r == 0)
 			r = r2;
 	}
@@ -1112,43 +1106,67 @@ static void info_hwm(struct lease_info *info, json_object *kv)
 	free(raw);
 }
 
+/* The grants within `name`: their number and one of them, from a range
+ * read of its scope keys (limit 1: etcd still counts them all). */
+static void info_within(struct lease_info *info, const struct etcd_store *es,
+			json_object *range)
+{
+	json_object *kv = etcd_first_kv(range);
+	char *inner = kv ? etcd_scope_holder(es, info->name, kv) : NULL;
+
+	info->within = (unsigned)etcd_json_i64(range, "count");
+	if (inner)
+		snprintf(info->within_name, sizeof(info->within_name), "%s", inner);
+	if (kv)
+		info->within_epoch = (uint64_t)etcd_json_i64(kv, "create_revision");
+	free(inner);
+}
+
 static int etcd_show(struct lease_store *st, const char *name,
 		     struct lease_info *info, struct lease_err *err)
 {
 	struct etcd_store *es = store_priv(st);
-	char *k = key_b64(es, "", name), *hk = key_b64(es, ETCD_HWM_DIR, name);
-	json_object *body, *succ, *ans = NULL, *kv;
+	char *k = etcd_key_b64(es, "", name), *hk = etcd_key_b64(es, ETCD_HWM_DIR, name);
+	char *in = NULL, *in_end = NULL;
+	json_object *body, *succ, *ans = NULL, *kv, *rin;
 	int code, r;
 
 	memset(info, 0, sizeof(*info));
 	snprintf(info->name, sizeof(info->name), "%s", name);
-	if (!k || !hk) {
+	if (!k || !hk || etcd_scope_range(es, name, &in, &in_end) < 0) {
 		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
 		goto out;
 	}
-	succ = one(wrap("request_range", obj_with_str("key", k)));
-	json_object_array_add(succ, wrap("request_range", obj_with_str("key", hk)));
-	body = txn_body(NULL, succ, NULL);
+	succ = etcd_one(etcd_wrap("request_range", etcd_obj_str("key", k)));
+	json_object_array_add(succ, etcd_wrap("request_range", etcd_obj_str("key", hk)));
+	rin = etcd_obj_str("key", in);
+	json_object_object_add(rin, "range_end", json_object_new_string(in_end));
+	json_object_object_add(rin, "limit", etcd_json_int64_str(1));
+	json_object_array_add(succ, etcd_wrap("request_range", rin));
+	body = etcd_txn_body(NULL, succ, NULL);
 	r = etcd_call(&es->cli, "/v3/kv/txn", body, lease_deadline_ms(5000),
 		      name, &ans, &code, err);
 	json_object_put(body);
 	if (r < 0)
 		goto out;
-	kv = first_kv(txn_range(ans, 0));
+	kv = etcd_first_kv(etcd_txn_range(ans, 0));
 	if (kv)
 		info_held(info, kv);
-	kv = first_kv(txn_range(ans, 1));
+	kv = etcd_first_kv(etcd_txn_range(ans, 1));
 	if (kv)
 		info_hwm(info, kv);
+	info_within(info, es, etcd_txn_range(ans, 2));
 out:
 	json_object_put(ans);
 	free(k);
 	free(hk);
+	free(in);
+	free(in_end);
 	return r;
 }
 
 /* Base64 of the first key after every key with this prefix. */
-static char *range_end_b64(const char *prefix)
+char *etcd_range_end_b64(const char *prefix)
 {
 	size_t n = strlen(prefix);
 	char *end = strdup(prefix), *out;
@@ -1249,7 +1267,7 @@ static int etcd_list(struct lease_store *st, lease_list_cb cb, void *userdata,
 {
 	struct etcd_store *es = store_priv(st);
 	char *k = etcd_b64(es->prefix, strlen(es->prefix));
-	char *end = range_end_b64(es->prefix);
+	char *end = etcd_range_end_b64(es->prefix);
 	json_object *body, *ans = NULL, *kvs;
 	struct lease_info *v = NULL;
 	size_t n = 0;
@@ -1259,7 +1277,7 @@ static int etcd_list(struct lease_store *st, lease_list_cb cb, void *userdata,
 		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
 		goto out;
 	}
-	body = obj_with_str("key", k);
+	body = etcd_obj_str("key", k);
 	json_object_object_add(body, "range_end", json_object_new_string(end));
 	r = etcd_call(&es->cli, "/v3/kv/range", body, lease_deadline_ms(5000),
 		      NULL, &ans, &code, err);
@@ -1284,59 +1302,18 @@ out:
 	return r;
 }
 
-/*
- * Delete P<name> iff it still has create_revision `epoch`, record the
- * revocation in the high-water mark and put the fence entry (attached to
- * etcd lease `fence_id`).  0, or 1 if the entry changed meanwhile.
- */
-static int revoke_txn(struct etcd_store *es, const char *name, uint64_t epoch,
-		      int64_t fence_id, int64_t deadline, struct lease_err *err)
-{
-	char *k = key_b64(es, "", name), *hk = key_b64(es, ETCD_HWM_DIR, name);
-	char *fk = key_b64(es, ETCD_FENCE_DIR, name);
-	char *hv = hwm_revoked_value(epoch, false), *fv = fence_value(epoch);
-	json_object *put, *fput, *succ, *body, *ans = NULL;
-	int code, r;
-
-	if (!k || !hk || !fk || !hv || !fv) {
-		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
-		goto out;
-	}
-	put = obj_with_str("key", hk);
-	json_object_object_add(put, "value", json_object_new_string(hv));
-	fput = obj_with_str("key", fk);
-	json_object_object_add(fput, "value", json_object_new_string(fv));
-	json_object_object_add(fput, "lease", etcd_json_int64_str(fence_id));
-	succ = one(wrap("request_delete_range", obj_with_str("key", k)));
-	json_object_array_add(succ, wrap("request_put", put));
-	json_object_array_add(succ, wrap("request_put", fput));
-	body = txn_body(one(cmp_create(k, (int64_t)epoch)), succ, NULL);
-	r = etcd_call(&es->cli, "/v3/kv/txn", body, deadline, name, &ans, &code,
-		      err);
-	if (r == 0 && !txn_succeeded(ans))
-		r = 1;
-	json_object_put(body);
-	json_object_put(ans);
-out:
-	free(k);
-	free(hk);
-	free(fk);
-	free(hv);
-	free(fv);
-	return r;
-}
 
 /* Range read of the one key P<mid><name>; *ans is the answer. */
-static int range_key(struct etcd_store *es, const char *mid, const char *name,
+int etcd_range_key(struct etcd_store *es, const char *mid, const char *name,
 		     int64_t deadline, json_object **ans, struct lease_err *err)
 {
-	char *k = key_b64(es, mid, name);
+	char *k = etcd_key_b64(es, mid, name);
 	json_object *body;
 	int code, r;
 
 	if (!k)
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
-	body = obj_with_str("key", k);
+	body = etcd_obj_str("key", k);
 	r = etcd_call(&es->cli, "/v3/kv/range", body, deadline, name, ans,
 		      &code, err);
 	json_object_put(body);
@@ -1344,225 +1321,73 @@ static int range_key(struct etcd_store *es, const char *mid, const char *name,
 	return r;
 }
 
-/* Current holder of P<name>: epoch and etcd lease; -ENOENT if free. */
-static int read_holder(struct etcd_store *es, const char *name,
-		       int64_t deadline, uint64_t *epoch, int64_t *lease_id,
-		       struct lease_err *err)
-{
-	json_object *ans = NULL, *kv;
-	int r = range_key(es, "", name, deadline, &ans, err);
 
-	if (r < 0)
-		return r;
-	kv = first_kv(ans);
-	if (!kv) {
-		r = lease_err_set(err, LEASE_E_IO, -ENOENT, name,
-				  "lease '%s' is not held", name);
-	} else {
-		*epoch = (uint64_t)etcd_json_i64(kv, "create_revision");
-		*lease_id = etcd_json_i64(kv, "lease");
+
+
+
+
+
+
+
+/* A read of [kb64, end) (end NULL: the one key), at most one kv: whether
+ * there is one, and the revision after the read in *rev. */
+static bool present_at(struct etcd_store *es, const char *kb64,
+		       const char *end, int64_t deadline, int64_t *rev)
+{
+	json_object *body = etcd_obj_str("key", kb64), *ans = NULL;
+	bool present = false;
+	int code;
+
+	if (end) {
+		json_object_object_add(body, "range_end", json_object_new_string(end));
+		json_object_object_add(body, "limit", etcd_json_int64_str(1));
 	}
-	json_object_put(ans);
-	return r;
-}
-
-/* The TTL (s) the holder's etcd lease was granted with. */
-static int holder_ttl(struct etcd_store *es, const char *name, int64_t lid,
-		      int64_t deadline, int64_t *ttl_s, struct lease_err *err)
-{
-	json_object *body = obj_with_i64("ID", lid), *ans = NULL;
-	int code, r;
-
-	r = etcd_call(&es->cli, "/v3/lease/timetolive", body, deadline, name,
-		      &ans, &code, err);
-	json_object_put(body);
-	if (r == 0)
-		*ttl_s = etcd_json_i64(ans, "grantedTTL");
-	json_object_put(ans);
-	if (r == 0 && *ttl_s <= 0)
-		r = lease_err_set(err, LEASE_E_CORRUPT, 0, name, "etcd reports "
-				  "no TTL for the holder's lease %" PRId64, lid);
-	return r;
-}
-
-/* A fresh etcd lease of `ttl_s` seconds for a fence entry. */
-static int fence_grant(struct etcd_store *es, const char *name, int64_t ttl_s,
-		       int64_t deadline, int64_t *id, struct lease_err *err)
-{
-	json_object *body = obj_with_i64("TTL", ttl_s), *ans = NULL;
-	int code, r;
-
-	r = etcd_call(&es->cli, "/v3/lease/grant", body, deadline, name, &ans,
-		      &code, err);
-	json_object_put(body);
-	if (r == 0)
-		*id = etcd_json_i64(ans, "ID");
-	json_object_put(ans);
-	if (r == 0 && *id == 0)
-		r = lease_err_set(err, LEASE_E_CORRUPT, 0, name,
-				  "etcd lease grant answered without ID");
-	return r;
-}
-
-/* One revoke round: 0, 1 if the holder changed meanwhile, or -errno. */
-static int revoke_once(struct etcd_store *es, const char *name,
-		       int64_t deadline, uint64_t *epoch,
-		       struct lease_err *err)
-{
-	int64_t lid = 0, ttl_s = 0, fid = 0;
-	int r = read_holder(es, name, deadline, epoch, &lid, err);
-
-	if (r == 0)
-		r = holder_ttl(es, name, lid, deadline, &ttl_s, err);
-	/* One second more than the holder's TTL: its safe_until is at most
-	 * TTL - margin after a keepalive it sent before this point. */
-	if (r == 0)
-		r = fence_grant(es, name, ttl_s + 1, deadline, &fid, err);
-	if (r == 0)
-		r = revoke_txn(es, name, *epoch, fid, deadline, err);
-	if (r != 0 && fid)
-		revoke_id(es, fid, deadline, name, NULL);
-	if (r == 0)
-		r = revoke_id(es, lid, deadline, name, err);
-	return r;
-}
-
-static int etcd_revoke(struct lease_store *st, const char *name,
-		       int64_t deadline, uint64_t *epoch, struct lease_err *err)
-{
-	struct etcd_store *es = store_priv(st);
-	int r = 1;
-
-	/* Retry while the holder changes under us; each round is bounded. */
-	for (int i = 0; i < 5 && r == 1; i++)
-		r = revoke_once(es, name, deadline, epoch, err);
-	if (r == 1)
-		r = lease_err_set(err, LEASE_E_IO, -ESTALE, name,
-				  "lease '%s' kept changing hands", name);
-	return r;
-}
-
-/* The fence entry of `name`: 1 (present, with the revision to watch
- * from), 0 (gone) or -errno. */
-static int fence_present(struct etcd_store *es, const char *name,
-			 uint64_t epoch, int64_t deadline, int64_t *rev,
-			 struct lease_err *err)
-{
-	json_object *ans = NULL, *kv;
-	int r = range_key(es, ETCD_FENCE_DIR, name, deadline, &ans, err);
-
-	if (r < 0)
-		return r;
-	kv = first_kv(ans);
-	r = kv && fence_epoch(kv) == epoch;
-	*rev = etcd_json_i64(etcd_json_get(ans, "header", NULL), "revision") + 1;
-	json_object_put(ans);
-	return r;
-}
-
-static size_t stop_on_event(char *d, size_t s, size_t n, void *ud)
-{
-	struct etcd_buf *b = ud;
-
-	if (etcd_buf_append(b, d, s * n) < 0 || strstr(b->p, "\"events\""))
-		return 0; /* something happened to the key: look again */
-	return s * n;
-}
-
-/* Block until the key P<mid><name> changes after revision `rev`, or the
- * deadline. */
-static void key_watch(struct etcd_store *es, const char *mid, const char *name,
-		      int64_t rev, int64_t deadline)
-{
-	char *k = key_b64(es, mid, name), *req = NULL;
-	struct curl_slist *hdrs = NULL;
-	struct etcd_buf b = { 0 };
-	int64_t left = (deadline - lease_now_ns()) / 1000000;
-	CURL *h = NULL;
-
-	if (!k || left <= 0 ||
-	    asprintf(&req, "{\"create_request\":{\"key\":\"%s\","
-		     "\"start_revision\":\"%" PRId64 "\"}}", k, rev) < 0)
-		req = NULL;
-	if (req)
-		h = etcd_easy(&es->cli, atomic_load(&es->cli.preferred) %
-			      es->cli.n_endpoints, "/v3/watch", req,
-			      stop_on_event, &b, left + 1, &hdrs);
-	if (h) {
-		curl_easy_perform(h);
-		curl_easy_cleanup(h);
+	if (etcd_call(&es->cli, "/v3/kv/range", body, deadline, NULL, &ans,
+		      &code, NULL) == 0) {
+		present = etcd_first_kv(ans) != NULL;
+		*rev = etcd_json_i64(etcd_json_get(ans, "header", NULL),
+				     "revision") + 1;
 	}
-	curl_slist_free_all(hdrs);
-	etcd_buf_free(&b);
-	free(req);
-	free(k);
+	json_object_put(body);
+	json_object_put(ans);
+	return present;
 }
 
 /*
- * Wait until the name's holder key, or else its fence entry, changes: a
- * watch from the revision the check saw, so nothing in between is missed.
+ * Wait until what refuses `name` within sc changes: the first of its held
+ * entry, its fence, the grants within it, a scope's held entry or fence
+ * that is there is watched from the revision the read saw, so nothing in
+ * between is missed.
  */
 static void etcd_await_change(struct lease_store *st, const char *name,
-			      int64_t deadline)
+			      const struct lease_scopes *sc, int64_t deadline)
 {
 	struct etcd_store *es = store_priv(st);
-	const char *mids[] = { "", ETCD_FENCE_DIR };
+	struct create_keys ck;
+	int64_t rev = 0;
 
-	for (size_t i = 0; i < 2; i++) {
-		json_object *ans = NULL;
-		int64_t rev;
-		bool present;
+	if (create_keys_make(es, name, sc, &ck) < 0)
+		goto out;
+	if (present_at(es, ck.k, NULL, deadline, &rev))
+		etcd_key_watch(es, ck.k, NULL, rev, deadline);
+	else if (present_at(es, ck.fk, NULL, deadline, &rev))
+		etcd_key_watch(es, ck.fk, NULL, rev, deadline);
+	else if (present_at(es, ck.in, ck.in_end, deadline, &rev))
+		etcd_key_watch(es, ck.in, ck.in_end, rev, deadline);
+	else
+		for (size_t i = 0; i < ck.n; i++) {
+			const char *k = present_at(es, ck.sk[i], NULL, deadline, &rev)
+				? ck.sk[i]
+				: present_at(es, ck.sfk[i], NULL, deadline, &rev)
+				? ck.sfk[i] : NULL;
 
-		if (range_key(es, mids[i], name, deadline, &ans, NULL) < 0)
-			return;
-		present = first_kv(ans) != NULL;
-		rev = etcd_json_i64(etcd_json_get(ans, "header", NULL), "revision") + 1;
-		json_object_put(ans);
-		if (present) {
-			key_watch(es, mids[i], name, rev, deadline);
-			return;
+			if (k) {
+				etcd_key_watch(es, k, NULL, rev, deadline);
+				break;
+			}
 		}
-	}
-}
-
-/* Whether the high-water mark of `name` records an acknowledgement. */
-static bool hwm_acked(struct etcd_store *es, const char *name, int64_t deadline)
-{
-	json_object *ans = NULL, *v, *j = NULL;
-	char *raw = NULL;
-	bool acked = false;
-
-	if (range_key(es, ETCD_HWM_DIR, name, deadline, &ans, NULL) == 0) {
-		v = etcd_json_get(first_kv(ans), "value", NULL);
-		if (v && etcd_unb64(json_object_get_string(v), &raw, NULL) == 0)
-			j = json_tokener_parse(raw);
-		acked = etcd_json_i64(j, "acked") != 0;
-	}
-	json_object_put(j);
-	json_object_put(ans);
-	free(raw);
-	return acked;
-}
-
-static int etcd_await_fence(struct lease_store *st, const char *name,
-			    uint64_t epoch, int64_t deadline,
-			    enum lease_fence *out, struct lease_err *err)
-{
-	struct etcd_store *es = store_priv(st);
-	int64_t floor = lease_deadline_ms(ETCD_MIN_TRY_MS), rev = 0;
-	int r;
-
-	*out = LEASE_FENCE_PENDING;
-	while ((r = fence_present(es, name, epoch, deadline > floor ? deadline
-				  : floor, &rev, err)) == 1 &&
-	       !lease_deadline_passed(deadline))
-		key_watch(es, ETCD_FENCE_DIR, name, rev, deadline);
-	if (r < 0)
-		return r;
-	if (r == 0)
-		*out = hwm_acked(es, name, floor) ? LEASE_FENCE_ACKED
-						  : LEASE_FENCE_EXPIRED;
-	return 0;
+out:
+	create_keys_free(&ck);
 }
 
 const struct lease_backend lease_backend_etcd = {
@@ -1577,6 +1402,7 @@ const struct lease_backend lease_backend_etcd = {
 	.revoke = etcd_revoke,
 	.await_fence = etcd_await_fence,
 	.await_change = etcd_await_change,
+	.hold_fence = etcd_hold_fence,
 };
 
 const struct lease_backend lease_backend_etcds = {
@@ -1591,4 +1417,5 @@ const struct lease_backend lease_backend_etcds = {
 	.revoke = etcd_revoke,
 	.await_fence = etcd_await_fence,
 	.await_change = etcd_await_change,
+	.hold_fence = etcd_hold_fence,
 };

@@ -11,6 +11,14 @@
  *   NAME.rec   the record (version, name, epoch, state, pid, holder and a
  *              sha256 over the rest), replaced atomically by writing
  *              NAME.rec.tmp, fsync, rename, fsync of the directory.
+ *   NAME.in/H  a marker of grant H living within NAME (lease_acquire_in(),
+ *              H's '/' written '!'), byte 0 write-locked by H's holder for
+ *              the life of its grant, fence included.  A grant of NAME
+ *              first locks its byte 0, then looks for a locked marker; a
+ *              grant within NAME first locks its marker, then looks at
+ *              NAME.lock's byte 0: of two that conflict, one sees the
+ *              other.  Markers are never removed (an unlocked one means
+ *              nothing).
  *
  * Lock order: byte 1 before byte 0.  Nobody ever waits for byte 0 (it is
  * only tried), so the order cannot deadlock.
@@ -86,7 +94,7 @@ struct rec {
 	uint64_t epoch;
 	enum lease_state state;
 	pid_t pid;
-	char holder[128];
+	char holder[1024];
 };
 
 /* One version of a record file, as the sweep compares them. */
@@ -98,9 +106,11 @@ struct rec_stamp {
 };
 
 struct file_lease {
-	/* fd_lock protects lock_fd (the byte-0 grant lock). */
+	/* fd_lock protects lock_fd (the byte-0 grant lock) and markers. */
 	pthread_mutex_t fd_lock;
 	int lock_fd;    /* -1 once dropped */
+	int *markers;   /* locked markers in the scopes' NAME.in */
+	size_t nmarkers;
 	struct lease *lease;       /* immutable */
 	int bell_fd;               /* immutable until destroy */
 	/* Whether NAME.bell is ours; only the lease's own calls (grant,
@@ -637,6 +647,14 @@ static void bell_ring(struct file_store *fs, const char *name)
 
 /* ---- watcher -------------------------------------------------------- */
 
+static void close_markers(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(fds);
+}
+
 static void drop_grant(struct file_lease *fl)
 {
 	pthread_mutex_lock(&fl->fd_lock);
@@ -644,6 +662,9 @@ static void drop_grant(struct file_lease *fl)
 		close(fl->lock_fd);
 		fl->lock_fd = -1;
 	}
+	close_markers(fl->markers, fl->nmarkers);
+	fl->markers = NULL;
+	fl->nmarkers = 0;
 	pthread_mutex_unlock(&fl->fd_lock);
 }
 
@@ -925,6 +946,7 @@ static void file_lease_destroy(struct file_store *fs, struct file_lease *fl)
 	bell_unlink(fs, fl); /* still linked: the grant failed */
 	if (fl->lock_fd >= 0)
 		close(fl->lock_fd);
+	close_markers(fl->markers, fl->nmarkers);
 	if (fl->bell_fd >= 0)
 		close(fl->bell_fd);
 	pthread_mutex_destroy(&fl->fd_lock);
@@ -1108,9 +1130,160 @@ static int held_error(const char *name, const struct rec *rec,
 	return r;
 }
 
+/* ---- scopes ---------------------------------------------------------- */
+
+/* "SCOPE.in/NAME" with NAME's '/' as '!' (no name has a '!'), or with
+ * name NULL the directory "SCOPE.in". */
+static int marker_rel(char *buf, size_t sz, const char *scope, const char *name)
+{
+	int n = snprintf(buf, sz, "%s.in%s%s", scope, name ? "/" : "",
+			 name ? name : "");
+
+	if (n < 0 || (size_t)n >= sz)
+		return -ENAMETOOLONG;
+	for (char *p = buf + strlen(scope) + 4; name && *p; p++)
+		if (*p == '/')
+			*p = '!';
+	return 0;
+}
+
+/* Create and write-lock NAME's marker in `scope`: fd or -errno. */
+static int marker_take(struct file_store *fs, const char *scope,
+		       const char *name)
+{
+	char rel[2 * LEASE_NAME_MAX + 16];
+	int fd, r = make_parents(fs->dirfd, scope);
+
+	if (r == 0)
+		r = marker_rel(rel, sizeof(rel), scope, NULL);
+	if (r == 0 && mkdirat(fs->dirfd, rel, 0700) < 0 && errno != EEXIST)
+		r = -errno;
+	if (r == 0)
+		r = marker_rel(rel, sizeof(rel), scope, name);
+	if (r < 0)
+		return r;
+	fd = openat(fs->dirfd, rel, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	r = grant_trylock(fd);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* Every scope's marker, locked; on failure none.  *fds has sc->n. */
+static int markers_take(struct file_store *fs, const char *name,
+			const struct lease_scopes *sc, int **fds,
+			struct lease_err *err)
+{
+	int r = 0;
+
+	*fds = calloc(sc->n ? sc->n : 1, sizeof(**fds));
+	if (!*fds)
+		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
+	for (size_t i = 0; i < sc->n; i++)
+		(*fds)[i] = -1;
+	for (size_t i = 0; i < sc->n && r == 0; i++) {
+		r = (*fds)[i] = marker_take(fs, sc->names[i], name);
+		if (r >= 0)
+			r = 0;
+	}
+	if (r < 0) {
+		close_markers(*fds, sc->n);
+		*fds = NULL;
+		return lease_err_set(err, LEASE_E_IO, r, name, "cannot mark "
+				     "'%s' within its scopes: %s", name,
+				     strerror(-r));
+	}
+	return 0;
+}
+
+/* Whether the grant lock (byte 0) of `name` is held; its record in *rec. */
+static bool name_granted(struct file_store *fs, const char *name, struct rec *rec)
+{
+	char rel[LEASE_NAME_MAX + 16];
+	bool held = false;
+	int fd;
+
+	if (rel_path(rel, sizeof(rel), name, ".lock") < 0)
+		return false;
+	fd = openat(fs->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return false;
+	if (grant_is_held(fd, &held) < 0)
+		held = false;
+	close(fd);
+	if (held && rec_read(fs, name, rec, NULL, NULL) < 0)
+		memset(rec, 0, sizeof(*rec));
+	return held;
+}
+
+/* The grants living within `name` (locked markers in NAME.in): how many,
+ * and the name of one in first (of LEASE_NAME_MAX + 1 bytes). */
+static unsigned grants_within(struct file_store *fs, const char *name,
+			      char *first)
+{
+	char rel[LEASE_NAME_MAX + 16];
+	struct dirent *de;
+	unsigned n = 0;
+	int dfd;
+	DIR *d;
+
+	if (marker_rel(rel, sizeof(rel), name, NULL) < 0)
+		return 0;
+	dfd = openat(fs->dirfd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dfd < 0 || !(d = fdopendir(dfd))) {
+		if (dfd >= 0)
+			close(dfd);
+		return 0;
+	}
+	while ((de = readdir(d)) != NULL) {
+		bool held = false;
+		int fd;
+
+		if (de->d_name[0] == '.')
+			continue;
+		fd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		if (grant_is_held(fd, &held) == 0 && held && n++ == 0) {
+			snprintf(first, LEASE_NAME_MAX + 1, "%s", de->d_name);
+			for (char *p = first; *p; p++)
+				if (*p == '!')
+					*p = '/';
+		}
+		close(fd);
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * After `name`'s grant lock and its markers are taken: refused if a scope
+ * is granted (or fenced) or something is granted within `name`.
+ */
+static int scopes_refuse(struct file_store *fs, const char *name,
+			 const struct lease_scopes *sc, struct lease_err *err)
+{
+	char inner[LEASE_NAME_MAX + 1];
+	struct rec rec;
+
+	for (size_t i = 0; i < sc->n; i++)
+		if (name_granted(fs, sc->names[i], &rec))
+			return held_error(sc->names[i], &rec, err);
+	if (grants_within(fs, name, inner) == 0)
+		return 0;
+	if (rec_read(fs, inner, &rec, NULL, NULL) < 0)
+		memset(&rec, 0, sizeof(rec));
+	return held_error(inner, &rec, err);
+}
+
 /* Record the grant and start its watcher.  Caller holds both locks on
- * lock_fd; on success lock_fd belongs to *out. */
-static int grant(struct lease_store *store, const char *name, int lock_fd,
+ * lock_fd and the markers; on success both belong to *out. */
+static int grant(struct lease_store *store, const char *name,
+		 const struct lease_scopes *sc, int lock_fd, int *markers,
 		 const struct rec *old, struct lease **out,
 		 struct lease_err *err)
 {
@@ -1124,7 +1297,7 @@ static int grant(struct lease_store *store, const char *name, int lock_fd,
 	if (old->epoch == UINT64_MAX)
 		return epoch_exhausted(fs, name, err);
 	holder_clean(rec.holder, sizeof(rec.holder), store->opts.holder);
-	r = lease_alloc(store, name, rec.epoch, &l);
+	r = lease_alloc(store, name, rec.epoch, sc, &l);
 	if (r == 0)
 		r = file_lease_new(fs, l, &fl);
 	if (r == 0)
@@ -1141,6 +1314,8 @@ static int grant(struct lease_store *store, const char *name, int lock_fd,
 	l->priv = fl;
 	pthread_mutex_lock(&fl->fd_lock);
 	fl->lock_fd = lock_fd;
+	fl->markers = markers;
+	fl->nmarkers = sc->n;
 	pthread_mutex_unlock(&fl->fd_lock);
 	*out = l;
 	return 0;
@@ -1215,10 +1390,11 @@ static bool grant_busy(struct file_store *fs, const char *name,
 }
 
 static int file_try_acquire(struct lease_store *store, const char *name,
-			    int64_t deadline, struct lease **out,
-			    struct lease_err *err)
+			    const struct lease_scopes *sc, int64_t deadline,
+			    struct lease **out, struct lease_err *err)
 {
 	struct file_store *fs = fs_of(store);
+	int *markers = NULL;
 	struct rec rec;
 	bool exists = false;
 	int fd, r;
@@ -1247,12 +1423,19 @@ static int file_try_acquire(struct lease_store *store, const char *name,
 		r = held_error(name, &rec, err);
 		goto out_close;
 	}
-	r = grant(store, name, fd, &rec, out, err);
+	/* Announced (grant lock, markers), then checked: see the top. */
+	r = markers_take(fs, name, sc, &markers, err);
+	if (r == 0)
+		r = scopes_refuse(fs, name, sc, err);
+	if (r == 0)
+		r = grant(store, name, sc, fd, markers, &rec, out, err);
 	if (r < 0)
 		goto out_close;
 	rec_unlock(fs, name, fd);
 	return 0;
 out_close:
+	if (markers)
+		close_markers(markers, sc->n);
 	close(fd); /* drops both byte locks */
 	return r;
 }
@@ -1399,17 +1582,31 @@ out_close:
  * forget unlinks it: IN_DELETE_SELF).  The watch is set before the check.
  */
 static void file_await_change(struct lease_store *store, const char *name,
-			      int64_t deadline)
+			      const struct lease_scopes *sc, int64_t deadline)
 {
 	struct file_store *fs = fs_of(store);
 	struct lease_close_watch w;
-	char path[PATH_MAX];
+	char path[PATH_MAX], rel[LEASE_NAME_MAX + 16], inner[LEASE_NAME_MAX + 1];
+	struct rec rec;
+	bool busy;
 
 	if (lease_deadline_passed(deadline) ||
 	    abs_path(fs, name, ".lock", path, sizeof(path)) < 0 ||
 	    lease_close_watch_open(&w, path, IN_CLOSE_WRITE | IN_DELETE_SELF) < 0)
 		return;
-	if (grant_busy(fs, name, NULL, deadline))
+	/* The scopes' grant locks, and the markers of grants within. */
+	for (size_t i = 0; i < sc->n; i++)
+		if (abs_path(fs, sc->names[i], ".lock", path, sizeof(path)) == 0)
+			lease_close_watch_add(&w, path, IN_CLOSE_WRITE);
+	if (marker_rel(rel, sizeof(rel), name, NULL) == 0 &&
+	    snprintf(path, sizeof(path), "%s/%s", fs->dir, rel) < (int)sizeof(path))
+		lease_close_watch_add(&w, path, IN_CLOSE_WRITE);
+	busy = grant_busy(fs, name, NULL, deadline);
+	for (size_t i = 0; !busy && i < sc->n; i++)
+		busy = name_granted(fs, sc->names[i], &rec);
+	if (!busy)
+		busy = grants_within(fs, name, inner) > 0;
+	if (busy)
 		(void)lease_close_watch_wait(&w, deadline);
 	lease_close_watch_close(&w);
 }
@@ -1493,6 +1690,13 @@ static int file_show(struct lease_store *store, const char *name,
 		return lease_err_set(err, LEASE_E_IO, r, name,
 				     "cannot test lock of '%s': %s", name,
 				     strerror(-r));
+	info->within = grants_within(fs, name, info->within_name);
+	if (info->within) {
+		struct rec in;
+
+		if (rec_read(fs, info->within_name, &in, NULL, NULL) == 0)
+			info->within_epoch = in.epoch;
+	}
 	info->epoch = rec.epoch;
 	if (rec.state == LEASE_STATE_REVOKED)
 		info->state = LEASE_STATE_REVOKED;

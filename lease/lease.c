@@ -253,13 +253,44 @@ const char *lease_store_local_dir(const struct lease_store *store)
 
 /* ---- lease objects ------------------------------------------------ */
 
+static void lease_dispose_scopes(struct lease *l)
+{
+	for (size_t i = 0; i < l->nscopes; i++)
+		free(l->scopes[i]);
+	free(l->scopes);
+	l->scopes = NULL;
+	l->nscopes = 0;
+}
+
+/* Record the scopes in the lease, for the backend and its release. */
+static int keep_scopes(struct lease *l, const struct lease_scopes *sc)
+{
+	if (!sc->n)
+		return 0;
+	l->scopes = calloc(sc->n, sizeof(*l->scopes));
+	if (!l->scopes)
+		return -ENOMEM;
+	for (size_t i = 0; i < sc->n; i++) {
+		l->scopes[i] = strdup(sc->names[i]);
+		if (!l->scopes[i])
+			return -ENOMEM;
+		l->nscopes = i + 1;
+	}
+	return 0;
+}
+
 int lease_alloc(struct lease_store *store, const char *name, uint64_t epoch,
-		struct lease **out)
+		const struct lease_scopes *sc, struct lease **out)
 {
 	struct lease *l = calloc(1, sizeof(*l));
 
 	if (!l)
 		return -ENOMEM;
+	if (sc && keep_scopes(l, sc) < 0) {
+		lease_dispose_scopes(l);
+		free(l);
+		return -ENOMEM;
+	}
 	l->loss_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (l->loss_fd < 0) {
 		int r = -errno;
@@ -279,6 +310,7 @@ void lease_dispose(struct lease *l)
 {
 	if (!l)
 		return;
+	lease_dispose_scopes(l);
 	close(l->loss_fd);
 	pthread_mutex_destroy(&l->cb_lock);
 	free(l);
@@ -321,9 +353,31 @@ void lease_set_loss_cb(struct lease *l, lease_loss_cb cb, void *userdata)
 	pthread_mutex_unlock(&l->cb_lock);
 }
 
-int lease_acquire(struct lease_store *store, const char *name,
-		  int64_t deadline, struct lease **out, struct lease_err *err)
+/* Each scope a valid name, none equal to `name` or to another. */
+static int scopes_validate(const char *name, const struct lease_scopes *sc,
+			   struct lease_err *err)
 {
+	for (size_t i = 0; i < sc->n; i++) {
+		int r = lease_name_validate(sc->names[i], err);
+
+		if (r < 0)
+			return r;
+		for (size_t j = 0; j <= i; j++)
+			if (strcmp(sc->names[i], j < i ? sc->names[j] : name) == 0)
+				return lease_err_set(err, LEASE_E_USAGE, 0, name,
+						     "scope '%s' given twice or "
+						     "equal to the name",
+						     sc->names[i]);
+	}
+	return 0;
+}
+
+int lease_acquire_in(struct lease_store *store, const char *name,
+		     const char *const *scopes, size_t nscopes,
+		     int64_t deadline, struct lease **out,
+		     struct lease_err *err)
+{
+	struct lease_scopes sc = { scopes, nscopes };
 	struct lease_err local = { 0 };
 	int r;
 
@@ -332,15 +386,24 @@ int lease_acquire(struct lease_store *store, const char *name,
 		err = &local;
 	*out = NULL;
 	r = lease_name_validate(name, err);
+	if (r == 0)
+		r = scopes_validate(name, &sc, err);
 	if (r < 0)
 		return r;
 	for (;;) {
-		r = store->be->try_acquire(store, name, deadline, out, err);
+		r = store->be->try_acquire(store, name, &sc, deadline, out, err);
 		if (r != lease_errkind_errno(LEASE_E_HELD) ||
 		    err->kind != LEASE_E_HELD || lease_deadline_passed(deadline))
-			return r;
-		store->be->await_change(store, name, deadline);
+			break;
+		store->be->await_change(store, name, &sc, deadline);
 	}
+	return r;
+}
+
+int lease_acquire(struct lease_store *store, const char *name,
+		  int64_t deadline, struct lease **out, struct lease_err *err)
+{
+	return lease_acquire_in(store, name, NULL, 0, deadline, out, err);
 }
 
 uint64_t lease_epoch(const struct lease *l) { return l->epoch; }
@@ -380,6 +443,12 @@ int lease_release_forget(struct lease *l, int64_t deadline)
 	if (r == 0 && l->store->be->forget)
 		r = l->store->be->forget(l, deadline);
 	return r;
+}
+
+void lease_hold_fenced(struct lease *l)
+{
+	if (l && l->store->be->hold_fence && !atomic_load(&l->released))
+		l->store->be->hold_fence(l);
 }
 
 void lease_free(struct lease *l)

@@ -73,6 +73,9 @@ int lease_name_validate(const char *name, struct lease_err *err);
  */
 int lease_canonical_root(const char *path, char *out, size_t outsz);
 
+/* The directory above canonical `path`, in place; false at "/". */
+bool lease_path_parent(char *path);
+
 /* Component-wise: `path` is `root` or lies below it (both canonical). */
 bool lease_path_within(const char *path, const char *root);
 
@@ -115,6 +118,9 @@ struct lease_close_watch {
 };
 int lease_close_watch_open(struct lease_close_watch *w, const char *path,
 			   uint32_t mask);
+/* One more path on the same wait (a missing path is skipped). */
+int lease_close_watch_add(struct lease_close_watch *w, const char *path,
+			  uint32_t mask);
 int lease_close_watch_wait(struct lease_close_watch *w, int64_t deadline);
 void lease_close_watch_close(struct lease_close_watch *w);
 
@@ -176,6 +182,22 @@ const char *lease_store_local_dir(const struct lease_store *store);
 int lease_acquire(struct lease_store *store, const char *name,
 		  int64_t deadline, struct lease **out, struct lease_err *err);
 
+/*
+ * Acquire `name` exclusively within `scopes`: names that enclose it (for
+ * a workspace root, the root names of the directories above it), each
+ * valid and distinct from `name`.  While the grant lives, and after a
+ * revoke until its holder is fenced, a grant of any of its scopes is
+ * refused; and the grant itself is refused while any scope is granted or
+ * fenced, or while some grant lives within `name`.  Such a refusal is
+ * LEASE_E_HELD with err->name the name that holds it (a scope, `name`, or
+ * the grant within) and err->holder_epoch its epoch.  lease_acquire() is
+ * this with no scopes.
+ */
+int lease_acquire_in(struct lease_store *store, const char *name,
+		     const char *const *scopes, size_t nscopes,
+		     int64_t deadline, struct lease **out,
+		     struct lease_err *err);
+
 uint64_t lease_epoch(const struct lease *lease);
 const char *lease_name(const struct lease *lease);
 struct lease_store *lease_store_of(const struct lease *lease);
@@ -212,6 +234,13 @@ int lease_release(struct lease *lease, int64_t deadline);
  * a session's.  0 or -errno of the release or the removal.
  */
 int lease_release_forget(struct lease *lease, int64_t deadline);
+/*
+ * After loss, while mutations admitted before it may still land: keep a
+ * successor out for longer.  Stores that fence by a holder's lock do so
+ * anyway; a TTL store keeps its fence entry alive while the holder can
+ * reach it.  Cheap to call often.
+ */
+void lease_hold_fenced(struct lease *lease);
 /* Free the object; releases first (bounded by 1 s) if not yet released. */
 void lease_free(struct lease *lease);
 
@@ -224,7 +253,12 @@ struct lease_info {
 	uint64_t epoch;         /* high-water mark: the last epoch granted */
 	enum lease_state state;
 	pid_t holder_pid;       /* 0 if unknown */
-	char holder[128];       /* backend-specific holder description */
+	char holder[1024];      /* backend-specific holder description */
+	/* Grants that live within this name (it is one of their scopes),
+	 * fenced ones included; one of them, by name and epoch. */
+	unsigned within;
+	char within_name[LEASE_NAME_MAX + 1];
+	uint64_t within_epoch;
 };
 
 typedef int (*lease_list_cb)(const struct lease_info *info, void *userdata);

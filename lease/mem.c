@@ -112,9 +112,72 @@ static void mem_close(struct lease_store *store)
 	store->priv = NULL;
 }
 
+/* Caller holds ms->lock.  Whether lease l lives within `name`. */
+static bool lives_within(const struct lease *l, const char *name)
+{
+	for (size_t i = 0; l && i < l->nscopes; i++)
+		if (strcmp(l->scopes[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* Caller holds ms->lock.  A grant (live or fenced) within `name`: its
+ * entry, the number of them in *n; NULL if none. */
+static struct mem_entry *within(struct mem_store *ms, const char *name,
+				unsigned *n)
+{
+	struct mem_entry *first = NULL;
+
+	*n = 0;
+	for (struct mem_entry *e = ms->entries; e; e = e->next) {
+		if (!lives_within(e->holder, name) && !lives_within(e->fencing, name))
+			continue;
+		++*n;
+		if (!first)
+			first = e;
+	}
+	return first;
+}
+
+/* Caller holds ms->lock.  LEASE_E_HELD if e refuses a grant (held, or
+ * revoked and not yet released), else 0. */
+static int entry_refuses(const struct mem_entry *e, struct lease_err *err)
+{
+	uint64_t held = 0;
+	int r;
+
+	if (e && e->state == LEASE_STATE_HELD)
+		held = e->epoch;
+	else if (e && e->fencing)
+		held = e->fencing->epoch;
+	else
+		return 0;
+	r = lease_err_set(err, LEASE_E_HELD, 0, e->name, "lease '%s' is %s "
+			  "at epoch %llu", e->name, e->fencing ? "revoked and "
+			  "not yet released" : "held", (unsigned long long)held);
+	if (err)
+		err->holder_epoch = held;
+	return r;
+}
+
+/* Caller holds ms->lock.  What refuses a grant of `name` within sc. */
+static int grant_refused(struct mem_store *ms, const char *name,
+			 const struct lease_scopes *sc, struct lease_err *err)
+{
+	struct mem_entry *w;
+	unsigned n;
+	int r = entry_refuses(entry_find(ms, name), err);
+
+	for (size_t i = 0; r == 0 && i < sc->n; i++)
+		r = entry_refuses(entry_find(ms, sc->names[i]), err);
+	if (r == 0 && (w = within(ms, name, &n)) != NULL)
+		r = entry_refuses(w, err);
+	return r;
+}
+
 static int mem_try_acquire(struct lease_store *store, const char *name,
-			   int64_t deadline, struct lease **out,
-			   struct lease_err *err)
+			   const struct lease_scopes *sc, int64_t deadline,
+			   struct lease **out, struct lease_err *err)
 {
 	struct mem_store *ms = mem_of(store);
 	struct mem_entry *e;
@@ -128,24 +191,10 @@ static int mem_try_acquire(struct lease_store *store, const char *name,
 		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
 		goto out_unlock;
 	}
-	if (e->state == LEASE_STATE_HELD) {
-		r = lease_err_set(err, LEASE_E_HELD, 0, name,
-				  "lease '%s' is held at epoch %llu", name,
-				  (unsigned long long)e->epoch);
-		if (err)
-			err->holder_epoch = e->epoch;
+	r = grant_refused(ms, name, sc, err);
+	if (r < 0)
 		goto out_unlock;
-	}
-	if (e->fencing) {
-		r = lease_err_set(err, LEASE_E_HELD, 0, name,
-				  "lease '%s' was revoked at epoch %llu and its "
-				  "holder has not released yet", name,
-				  (unsigned long long)e->fencing->epoch);
-		if (err)
-			err->holder_epoch = e->fencing->epoch;
-		goto out_unlock;
-	}
-	r = lease_alloc(store, name, e->epoch + 1, &l);
+	r = lease_alloc(store, name, e->epoch + 1, sc, &l);
 	if (r < 0) {
 		r = lease_err_set(err, LEASE_E_IO, r, name,
 				  "cannot allocate lease: %s", strerror(-r));
@@ -239,6 +288,8 @@ static int mem_show(struct lease_store *store, const char *name,
 	struct mem_entry *e;
 
 	(void)err;
+	struct mem_entry *w;
+
 	pthread_mutex_lock(&ms->lock);
 	e = entry_find(ms, name);
 	if (e) {
@@ -247,6 +298,11 @@ static int mem_show(struct lease_store *store, const char *name,
 		memset(info, 0, sizeof(*info));
 		snprintf(info->name, sizeof(info->name), "%s", name);
 		info->state = LEASE_STATE_FREE;
+	}
+	w = within(ms, name, &info->within);
+	if (w) {
+		snprintf(info->within_name, sizeof(info->within_name), "%s", w->name);
+		info->within_epoch = w->fencing ? w->fencing->epoch : w->epoch;
 	}
 	pthread_mutex_unlock(&ms->lock);
 	return 0;
@@ -301,20 +357,14 @@ static bool still_fencing(struct mem_entry *e, uint64_t epoch)
 	return e && e->fencing && e->fencing->epoch == epoch;
 }
 
-/* Caller holds ms->lock: whether a try on e would be refused. */
-static bool entry_busy(const struct mem_entry *e)
-{
-	return e && (e->state == LEASE_STATE_HELD || e->fencing);
-}
-
 static void mem_await_change(struct lease_store *store, const char *name,
-			     int64_t deadline)
+			     const struct lease_scopes *sc, int64_t deadline)
 {
 	struct mem_store *ms = mem_of(store);
 	struct timespec ts = { deadline / 1000000000LL, deadline % 1000000000LL };
 
 	pthread_mutex_lock(&ms->lock);
-	if (entry_busy(entry_find(ms, name)))
+	if (grant_refused(ms, name, sc, NULL) < 0)
 		pthread_cond_timedwait(&ms->released, &ms->lock, &ts);
 	pthread_mutex_unlock(&ms->lock);
 }

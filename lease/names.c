@@ -323,3 +323,16 @@ bool lease_path_within(const char *path, const char *root)
 	return strncmp(path, root, n) == 0 &&
 	       (path[n] == '\0' || path[n] == '/');
 }
+
+bool lease_path_parent(char *path)
+{
+	char *slash = strrchr(path, '/');
+
+	if (!slash || strcmp(path, "/") == 0)
+		return false;
+	if (slash == path)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	return true;
+}

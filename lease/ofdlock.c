@@ -53,6 +53,19 @@ int lease_close_watch_open(struct lease_close_watch *w, const char *path,
 	return 0;
 }
 
+int lease_close_watch_add(struct lease_close_watch *w, const char *path,
+			  uint32_t mask)
+{
+	if (w->ino < 0 || inotify_add_watch(w->ino, path, mask) >= 0)
+		return 0;
+	if (errno == ENOENT)
+		return 0; /* nothing there: nothing to wait for */
+	/* Out of watches: poll from now on, never wrong. */
+	close(w->ino);
+	w->ino = -1;
+	return 0;
+}
+
 int lease_close_watch_wait(struct lease_close_watch *w, int64_t deadline)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));

@@ -92,6 +92,118 @@ static uint64_t must_be_held(struct lease_store *st, const char *name)
 	return err.holder_epoch;
 }
 
+/* One try of `name` within `scope` (NULL: none) that must be refused as
+ * HELD, naming `who`; returns the reported epoch. */
+static uint64_t must_be_held_in(struct lease_store *st, const char *name,
+				const char *scope, const char *who)
+{
+	const char *scopes[1] = { scope };
+	struct lease_err err = { 0 };
+	struct lease *l = NULL;
+	int r = lease_acquire_in(st, name, scopes, scope ? 1 : 0, 0, &l, &err);
+
+	if (r == 0) {
+		lease_free(l);
+		fail_msg("acquire %s within %s succeeded", name, scope ? scope : "-");
+	}
+	assert_int_equal(r, -EBUSY);
+	assert_int_equal(err.kind, LEASE_E_HELD);
+	assert_string_equal(err.name, who);
+	assert_null(l);
+	return err.holder_epoch;
+}
+
+static struct lease *must_acquire_in(struct lease_store *st, const char *name,
+				     const char *scope)
+{
+	struct lease_err err = { 0 };
+	struct lease *l = NULL;
+
+	if (lease_acquire_in(st, name, &scope, 1, 0, &l, &err) < 0)
+		fail_msg("acquire %s within %s: %s", name, scope, err.msg);
+	return l;
+}
+
+/*
+ * Scopes: a grant within a scope and a grant of the scope itself exclude
+ * each other, either way, naming the holder in the way with its epoch;
+ * grants within one scope do not; show counts what lives within a name.
+ */
+static void test_scopes_exclude(void **state)
+{
+	struct ctx *c = *state;
+	char outer[128], in1[128], in2[128];
+	struct lease_info info;
+	struct lease *a, *b, *o;
+
+	mkname(outer, sizeof(outer), "outer");
+	mkname(in1, sizeof(in1), "in1");
+	mkname(in2, sizeof(in2), "in2");
+	a = must_acquire_in(c->store, in1, outer);
+	assert_int_equal(must_be_held_in(c->store, outer, NULL, in1), lease_epoch(a));
+	b = must_acquire_in(c->store, in2, outer);   /* a sibling */
+	assert_int_equal(lease_show(c->store, outer, &info, NULL), 0);
+	assert_int_equal(info.state, LEASE_STATE_FREE);
+	assert_int_equal(info.within, 2);
+	assert_true(strcmp(info.within_name, in1) == 0 ||
+		    strcmp(info.within_name, in2) == 0);
+	assert_int_equal(info.within_epoch, strcmp(info.within_name, in1) == 0 ?
+			 lease_epoch(a) : lease_epoch(b));
+	assert_int_equal(lease_release(a, lease_deadline_ms(WAIT_MS)), 0);
+	assert_int_equal(must_be_held_in(c->store, outer, NULL, in2), lease_epoch(b));
+	assert_int_equal(lease_release(b, lease_deadline_ms(WAIT_MS)), 0);
+	assert_int_equal(lease_show(c->store, outer, &info, NULL), 0);
+	assert_int_equal(info.within, 0);
+	o = must_acquire(c->store, outer, 0);
+	assert_int_equal(must_be_held_in(c->store, in1, outer, outer), lease_epoch(o));
+	assert_int_equal(lease_show(c->store, in1, &info, NULL), 0);
+	assert_int_equal(info.state, LEASE_STATE_FREE);
+	lease_free(a);
+	lease_free(b);
+	lease_free(o);
+}
+
+/* A grant revoked but not yet released still keeps its scope shut (its
+ * holder may still write inside it); its release lets the scope go. */
+static void test_scope_fenced(void **state)
+{
+	struct ctx *c = *state;
+	char outer[128], in[128];
+	enum lease_fence fence = LEASE_FENCE_ACKED;
+	struct lease *a, *o;
+
+	mkname(outer, sizeof(outer), "fouter");
+	mkname(in, sizeof(in), "fin");
+	a = must_acquire_in(c->store, in, outer);
+	assert_int_equal(lease_revoke(c->store, in, lease_deadline_ms(200),
+				      &fence, NULL), 0);
+	assert_int_equal(fence, LEASE_FENCE_PENDING);
+	assert_true(tu_wait_readable(lease_loss_fd(a), WAIT_MS));
+	must_be_held_in(c->store, outer, NULL, in);
+	assert_int_equal(lease_release(a, lease_deadline_ms(WAIT_MS)), 0);
+	o = must_acquire(c->store, outer, lease_deadline_ms(WAIT_MS));
+	lease_free(a);
+	lease_free(o);
+}
+
+/* A scope that is the name itself, or given twice, is a usage error. */
+static void test_scope_usage(void **state)
+{
+	struct ctx *c = *state;
+	char n[128];
+	const char *same[1], *twice[2] = { "contract/x", "contract/x" };
+	struct lease_err err = { 0 };
+	struct lease *l = NULL;
+
+	same[0] = mkname(n, sizeof(n), "self");
+	assert_int_equal(lease_acquire_in(c->store, n, same, 1, 0, &l, &err),
+			 -EINVAL);
+	assert_int_equal(err.kind, LEASE_E_USAGE);
+	assert_int_equal(lease_acquire_in(c->store, n, twice, 2, 0, &l, &err),
+			 -EINVAL);
+	assert_null(l);
+}
+
 static void test_acquire_free(void **state)
 {
 	struct ctx *c = *state;
@@ -219,8 +331,9 @@ static void test_fence_acked(void **state)
 	pthread_t t;
 
 	assert_int_equal(pthread_create(&t, NULL, release_on_loss, &f), 0);
-	assert_int_equal(lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS),
-				      &fence, &err), 0);
+	if (lease_revoke(c->store, name, lease_deadline_ms(WAIT_MS), &fence,
+			 &err) != 0)
+		fail_msg("revoke: %s", err.msg);
 	pthread_join(t, NULL);
 	assert_int_equal(f.rc, 0);
 	assert_int_equal(fence, LEASE_FENCE_ACKED);
@@ -534,6 +647,9 @@ static const struct CMUnitTest contract_tests[] = {
 	cmocka_unit_test_setup_teardown(test_bad_name, setup, teardown),
 	cmocka_unit_test_setup_teardown(test_show_list, setup, teardown),
 	cmocka_unit_test_setup_teardown(test_list_stops, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_scopes_exclude, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_scope_fenced, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_scope_usage, setup, teardown),
 };
 
 /* The mem backend's test hook. */

@@ -505,9 +505,18 @@ static void test_shutdown_order_live_deadlines(void **state)
 
 	f->cfg.release_timeout_ms = 3000;
 	c = fx_open(f);
-	/* a mutation stays in flight and the caller allows no drain time */
+	/* a mutation stays in flight and the caller allows no drain time:
+	 * nothing is released while it may still land */
 	assert_int_equal(coord_enter(c), 0);
 	assert_int_equal(coord_shutdown(c, 0), -ETIMEDOUT);
+	assert_int_equal(coord_shutdown(c, 50), -ETIMEDOUT);
+	assert_int_equal(rel_count(f), 0);
+	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_HELD);
+	assert_int_equal(coord_enter(c), -ESHUTDOWN);
+	assert_int_equal(coord_state(c), COORD_SHUTTING_DOWN);
+	/* once it finished, the next call releases, in order */
+	coord_exit(c);
+	assert_int_equal(coord_shutdown(c, 0), 0);
 	assert_release_order(f);
 	for (int i = 0; i < 2; i++)
 		assert_true(f->rel_deadline[i] - f->rel_now[i] >
@@ -518,9 +527,8 @@ static void test_shutdown_order_live_deadlines(void **state)
 	assert_int_equal(coord_healthy(c), -ESHUTDOWN);
 	assert_int_equal(coord_enter(c), -ESHUTDOWN);
 	assert_int_equal(coord_state(c), COORD_CLOSED);
-	coord_exit(c);
 	/* repeated shutdown joins the same result and releases nothing more */
-	assert_int_equal(coord_shutdown(c, 1000), -ETIMEDOUT);
+	assert_int_equal(coord_shutdown(c, 1000), 0);
 	assert_int_equal(rel_count(f), 2);
 	assert_int_equal(f->loss_calls, 0);
 	coord_free(c);
@@ -628,9 +636,20 @@ static void test_concurrent_shutdowns_run_once(void **state)
 	pthread_barrier_destroy(&barrier);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(a[i].result, -ETIMEDOUT);
+	assert_int_equal(rel_count(f), 0); /* never while in flight */
+	coord_exit(c);
+	for (int i = 0; i < 4; i++) {
+		a[i].result = 1;
+		a[i].barrier = NULL;
+		assert_int_equal(pthread_create(&t[i], NULL, shut_thread, &a[i]),
+				 0);
+	}
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(a[i].result, 0);
 	assert_release_order(f);
 	assert_int_equal(f->loss_calls, 0);
-	coord_exit(c);
 	coord_free(c);
 	assert_int_equal(rel_count(f), 2);
 }

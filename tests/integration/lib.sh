@@ -144,6 +144,7 @@ start_host_b() {
 	unshare -m --propagation slave sh -c \
 		"mount -t tmpfs -o mode=0700 leasefs-host-b /run/leasefs && touch '$ready' && exec sleep 100000" &
 	HOST_B_PID=$!
+	disown "$HOST_B_PID"
 	PIDS+=("$HOST_B_PID")
 	wait_until 10 test -e "$ready" || fail "host B did not start"
 }

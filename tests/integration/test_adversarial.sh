@@ -162,7 +162,7 @@ adv_nested_roots() {
 	mount_ws "$R" "$T/m1"
 	e=$(status_of "$T/m1" epoch)
 	expect_busy "is inside workspace $R, held at epoch $e" "$S" "$T/m1b"
-	expect_busy "contains workspace $R, held at epoch $e" "$N" "$T/m1c"
+	expect_busy "contains workspace $R" "$N" "$T/m1c"
 	ln -s "$S" "$T/n1link"
 	expect_busy "is inside workspace $R" "$T/n1link" "$T/m1d"
 	mkdir -p "$T/bsub" "$T/bn"
@@ -227,8 +227,31 @@ adv_metrics_dir() {
 	ok "metrics dir: own root 64, another's 75 both ways; nothing written through a swapped-in symlink"
 }
 
+# 1, across hosts: host B (its own /run/leasefs, so no host lock is
+#    shared) sees the lease store's scopes: a root inside or above one
+#    host A holds is busy there too, either way.
+adv_nested_hosts() {
+	local R=$T/nh/r S=$T/nh/r/sub e
+	mkdir -p "$S"
+	start_host_b
+	mount_ws "$R" "$T/mh1"
+	e=$(status_of "$T/mh1" epoch)
+	mkdir -p "$T/mh2"; MOUNTS+=("$T/mh2")
+	rc=0; out=$(on_b timeout 30 "$LEASEFS" mount "$S" "$T/mh2" 2>&1) || rc=$?
+	[ $rc -eq 75 ] || fail "host B mounted inside host A's root (rc $rc: $out)"
+	case "$out" in *"is inside workspace $R, held at epoch $e"*) ;; *) fail "host B: $out" ;; esac
+	"$LEASEFS" umount "$T/mh1"
+	on_b timeout 30 "$LEASEFS" mount "$S" "$T/mh2" || fail "host B cannot mount $S once A let go"
+	mkdir -p "$T/mh3"; MOUNTS+=("$T/mh3")
+	rc=0; out=$(timeout 30 "$LEASEFS" mount "$R" "$T/mh3" 2>&1) || rc=$?
+	[ $rc -eq 75 ] || fail "host A mounted around host B's root (rc $rc: $out)"
+	case "$out" in *"contains workspace $S"*) ;; *) fail "host A: $out" ;; esac
+	on_b timeout 15 "$LEASEFS" umount "$T/mh2"
+	ok "across hosts on one store: inside and around a held root refused both ways"
+}
+
 SECTIONS=(group_deny sgid_parity atime_after_loss fd_exhaustion nested_roots
-	  metrics_dir)
+	  metrics_dir nested_hosts)
 for s in "${SECTIONS[@]}"; do
 	[ -z "${ADV_ONLY:-}" ] || [ "$ADV_ONLY" = "$s" ] || continue
 	echo "== $s"

@@ -27,6 +27,7 @@ mount_ws "$R2" "$M2"
 lease2=$(status_of "$M2" lease)
 unshare -m --propagation private sh -c "touch '$T/ctr.ready'; exec sleep 100000" &
 ctr=$!
+disown "$ctr"
 PIDS+=("$ctr")
 wait_until 10 test -e "$T/ctr.ready" || fail "container did not start"
 nsenter -t "$ctr" -m sh -c "echo from-ctr > '$M2/c'" || fail "container cannot write through its copy"

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals of the etcd backend, shared by etcd.c (store, grants, the
+ * holder thread, the operator view) and etcd_fence.c (revoke, fences and
+ * scopes).  Only those two include it.
+ */
+#ifndef LEASEFS_ETCD_INT_H
+#define LEASEFS_ETCD_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "backend.h"
+#include "etcd_http.h"
+
+#define ETCD_DEFAULT_PREFIX "/leasefs/"
+#define ETCD_DEFAULT_TTL_MS 15000
+#define ETCD_HWM_DIR "!epoch/"
+#define ETCD_FENCE_DIR "!fence/"
+#define ETCD_SCOPE_DIR "!scope/"
+/* A single acquire try (deadline already passed) still gets this long. */
+#define ETCD_MIN_TRY_MS 1000
+/* Retry pause after a failed keepalive or a broken watch. */
+#define ETCD_RETRY_MS 200
+/* Upper bound on one keepalive try. */
+#define ETCD_KA_MAX_MS 2000
+
+struct etcd_store {
+	struct etcd_client cli;
+	char *prefix;      /* ends with '/' */
+	int64_t ttl_ms;    /* requested TTL */
+	char *holder;      /* holder description of this process */
+	/* spare_lock protects spare_id, spare_sent and spare_ttl_ms: an etcd
+	 * lease granted by a try that lost, kept for the next try. */
+	pthread_mutex_t spare_lock;
+	int64_t spare_id;  /* 0 = none */
+	int64_t spare_sent;
+	int64_t spare_ttl_ms;
+};
+
+/* A granted etcd lease. */
+struct grant {
+	int64_t id;
+	int64_t sent;   /* CLOCK_MONOTONIC ns when the grant was sent */
+	int64_t ttl_ms; /* min(requested, granted) */
+};
+
+/* Keepalive transfer state; thread-only. */
+struct ka_xfer {
+	CURL *h;
+	struct curl_slist *hdrs;
+	struct etcd_buf buf;
+	int64_t sent;
+};
+
+/* Watch transfer state; thread-only. */
+struct watch_xfer {
+	CURL *h;
+	struct curl_slist *hdrs;
+	json_tokener *tok;
+	char *body;
+	int64_t next_rev;  /* first revision not yet seen */
+	size_t ep;         /* endpoint the watch runs on */
+};
+
+struct etcd_lease {
+	struct etcd_store *es;
+	struct lease *lease;
+	int64_t lease_id;
+	int64_t ttl_ms;
+	int64_t margin_ns;
+	char *key_b64;
+	CURLM *multi;          /* used by the thread; wakeup from any thread */
+	pthread_t thread;
+	bool thread_started;   /* set/cleared by the owner thread only */
+	_Atomic bool stop;
+	/* ready_lock protects watch_ready: the first watch is registered with
+	 * etcd, so later changes of the key are delivered without delay. */
+	pthread_mutex_t ready_lock;
+	pthread_cond_t ready_cond;
+	bool watch_ready;
+	/* The fields below are used by the holder thread only. */
+	char ka_body[64];
+	struct ka_xfer ka;
+	struct watch_xfer w;
+	size_t ep;             /* endpoint for keepalives */
+	int64_t next_ka;
+	int64_t watch_retry;
+	/* Used by the lease's owner after loss (etcd_hold_fence()). */
+	int64_t hold_next;
+};
+
+static inline int64_t etcd_ms_to_ns(int64_t ms)
+{
+	return ms * 1000000LL;
+}
+
+/* ---- JSON and key helpers (etcd.c) ----------------------------------- */
+
+/* malloc'ed base64 of prefix + mid + name. */
+char *etcd_key_b64(const struct etcd_store *es, const char *mid,
+		   const char *name);
+/* Base64 of the first key after every key with this prefix. */
+char *etcd_range_end_b64(const char *prefix);
+json_object *etcd_obj_str(const char *k, const char *v);
+json_object *etcd_obj_i64(const char *k, int64_t v);
+/* {"kind": inner} */
+json_object *etcd_wrap(const char *kind, json_object *inner);
+/* Compare create_revision(key) == rev. */
+json_object *etcd_cmp_create(const char *kb64, int64_t rev);
+json_object *etcd_txn_body(json_object *cmp, json_object *succ,
+			   json_object *fail);
+/* A one-element array. */
+json_object *etcd_one(json_object *o);
+json_object *etcd_first_kv(json_object *range_resp);
+/* responses[i].response_range of a txn answer. */
+json_object *etcd_txn_range(json_object *ans, size_t i);
+bool etcd_txn_ok(json_object *ans);
+/* Revoke an etcd lease; "not found" counts as done. */
+int etcd_revoke_id(struct etcd_store *es, int64_t id, int64_t deadline,
+		   const char *name, struct lease_err *err);
+/* Range read of the one key P<mid><name>; *ans is the answer. */
+int etcd_range_key(struct etcd_store *es, const char *mid, const char *name,
+		   int64_t deadline, json_object **ans, struct lease_err *err);
+
+/* ---- fences and scopes (etcd_fence.c) ------------------------------- */
+
+/* P!scope/<scope>!<name>: name lives within scope (base64, malloc'ed). */
+char *etcd_scope_key(const struct etcd_store *es, const char *scope,
+		     const char *name);
+/* The range of every grant within `scope`: [*key, *end), base64. */
+int etcd_scope_range(const struct etcd_store *es, const char *scope,
+		     char **key, char **end);
+/* The name a scope key of `scope` says lives within it (malloc'ed). */
+char *etcd_scope_holder(const struct etcd_store *es, const char *scope,
+			json_object *kv);
+/* The revoked epoch a fence entry carries. */
+uint64_t etcd_fence_epoch(json_object *kv);
+/* Compare: no key at all in [kb64, endb64). */
+json_object *etcd_cmp_none(const char *kb64, const char *endb64);
+/* A fence with no etcd lease yet, whose holder's lease is gone: attach it
+ * (and the scope keys it keeps) to a fresh lease of the holder's TTL + 1 s,
+ * from which it expires.  Best effort: 0 or -errno. */
+int etcd_fence_complete(struct etcd_store *es, const char *name,
+			int64_t deadline);
+/* The revoked holder's acknowledgement, at its release after the drain. */
+int etcd_fence_ack(struct etcd_store *es, const struct lease *l,
+		   int64_t deadline);
+/* Block until the key P<mid><name> (with `end`, the range from it)
+ * changes after revision `rev`, or the deadline. */
+void etcd_key_watch(struct etcd_store *es, const char *kb64, const char *end,
+		    int64_t rev, int64_t deadline);
+int etcd_revoke(struct lease_store *st, const char *name, int64_t deadline,
+		uint64_t *epoch, struct lease_err *err);
+int etcd_await_fence(struct lease_store *st, const char *name, uint64_t epoch,
+		     int64_t deadline, enum lease_fence *out,
+		     struct lease_err *err);
+void etcd_hold_fence(struct lease *l);
+
+#endif
