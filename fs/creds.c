@@ -289,12 +289,14 @@ void act_as_caller(fuse_req_t req)
 /*
  * Runs fn(arg) as the caller (fsuid, fsgid, groups), and with the
  * caller's umask when `mode` is non-NULL (the mode fn will use; masked by
- * hand if the thread cannot have its own umask).
+ * hand if the thread cannot have its own umask).  A mutation whose
+ * admission no longer holds is refused right before fn (may_mutate()).
  */
 int as_caller_masked(fuse_req_t req, int (*fn)(void *), void *arg,
 		     mode_t *mode)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	int rc;
 
 	if (mode) {
 		if (thread_fs_private())
@@ -303,7 +305,8 @@ int as_caller_masked(fuse_req_t req, int (*fn)(void *), void *arg,
 			*mode &= ~ctx->umask;
 	}
 	act_as_caller(req);
-	return fn(arg);
+	rc = may_mutate(req); /* the last check before the backing call */
+	return rc < 0 ? rc : fn(arg);
 }
 
 int as_caller(fuse_req_t req, int (*fn)(void *), void *arg)

@@ -254,7 +254,10 @@ static int loss_step(struct daemon *d, struct loss_work *w)
 		if (w->fenced)
 			drop_hostlock(d);
 	}
-	if (!w->caches_dropped) {
+	/* Dropping a file's pages waits for the page locks of writes in
+	 * flight: only once they drained, so that this thread keeps holding
+	 * the fence (coord_fence) for as long as one is stuck. */
+	if (w->fenced && !w->caches_dropped) {
 		lfs_after_loss(d->fs, d->se);
 		w->caches_dropped = true;
 	}
@@ -629,6 +632,7 @@ static int open_fs(struct daemon *d, struct lfs_err *err)
 				     "cannot start the filesystem on %s: %s",
 				     cfg.root, strerror(-r));
 	d->sess = (struct lfs_session){ .fs = d->fs, .gate = d->gate,
+					.recheck = gate_recheck,
 					.serving = on_serving, .serving_ud = d };
 	r = build_fuse_args(d->opts, cfg.root, &args);
 	if (r == 0) {

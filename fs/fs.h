@@ -48,6 +48,10 @@ struct lfs_session {
 	struct gate *gate;
 	struct transport *transport; /* its custom io finds itself here */
 	struct fuse_session *se;     /* for notifications to the kernel */
+	/* Called right before each backing call that changes ROOT; a
+	 * negative errno refuses it (the gate's re-check: gate.h).  NULL:
+	 * never refused. */
+	int (*recheck)(void);
 	/* Called once, from the worker answering the kernel's INIT: from
 	 * here on the mount serves.  NULL: nobody asks. */
 	void (*serving)(void *ud);

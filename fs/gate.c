@@ -97,6 +97,10 @@ struct gate {
 	_Atomic uint64_t refused[GOP_COUNT];
 };
 
+/* Whether the request this thread serves was admitted as a mutation (set
+ * by admit(), cleared when its inner operation returned). */
+static __thread struct gate *tl_admitted;
+
 static struct gate *gate_of(fuse_req_t req)
 {
 	return ((struct lfs_session *)fuse_req_userdata(req))->gate;
@@ -115,11 +119,26 @@ static struct gate *admit(fuse_req_t req, enum gate_op op)
 	struct gate *g = gate_of(req);
 
 	bump(&g->requests[op]);
-	if (coord_enter(g->coord) == 0)
+	if (coord_enter(g->coord) == 0) {
+		tl_admitted = g;
 		return g;
+	}
 	bump(&g->refused[op]);
 	fuse_reply_err(req, EROFS);
 	return NULL;
+}
+
+static void leave(struct gate *g)
+{
+	tl_admitted = NULL;
+	coord_exit(g->coord);
+}
+
+int gate_recheck(void)
+{
+	struct gate *g = tl_admitted;
+
+	return g && coord_healthy(g->coord) < 0 ? -EROFS : 0;
 }
 
 /*
@@ -134,7 +153,7 @@ static struct gate *admit(fuse_req_t req, enum gate_op op)
 		if (!g)                                 \
 			return;                         \
 		g->inner.op args;                       \
-		coord_exit(g->coord);                   \
+		leave(g);                               \
 	}
 
 GATED(write, (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
@@ -249,7 +268,7 @@ static void g_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!g)
 		return;
 	g->inner.open(req, ino, fi);
-	coord_exit(g->coord);
+	leave(g);
 }
 
 #define GATE(field)                                     \

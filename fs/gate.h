@@ -45,4 +45,13 @@ uint64_t gate_requests(const struct gate *g, size_t op);
 uint64_t gate_refused(const struct gate *g, size_t op);
 void gate_free(struct gate *g);
 
+/*
+ * For the layer behind the gate, right before each backing call that
+ * changes ROOT: -EROFS if the request this thread serves was admitted as
+ * a mutation and its lease is no longer healthy now (lost, or past its
+ * safe-until: a thread paused between admission and the call), else 0.
+ * One thread-local load for requests that were not admitted.
+ */
+int gate_recheck(void);
+
 #endif

@@ -456,10 +456,17 @@ static int refuse(const struct hostlock *h, const struct hostlock_spec *spec,
 	else
 		snprintf(desc, sizeof(desc), "%s %s (pid %d, mounted at %s)",
 			 who.what, who.path, who.pid, who.mountpoint);
-	if (l->target && b == B_X)
+	if (l->target && b == B_X && known)
 		r = lease_err_set(err, LEASE_E_HELD, 0, spec->path,
-				  "%s busy: %s held at epoch %" PRIu64 " (%s)",
-				  spec->what, spec->path, who.epoch, desc);
+				  "%s busy: %s held at epoch %" PRIu64 " (pid %d, "
+				  "mounted at %s%s%s)", spec->what, spec->path,
+				  who.epoch, who.pid, who.mountpoint,
+				  strcmp(who.path, spec->path) ? ", as " : "",
+				  strcmp(who.path, spec->path) ? who.path : "");
+	else if (l->target && b == B_X)
+		r = lease_err_set(err, LEASE_E_HELD, 0, spec->path,
+				  "%s busy: %s held by %s", spec->what,
+				  spec->path, desc);
 	else if (l->target && b == B_S)
 		r = lease_err_set(err, LEASE_E_HELD, 0, spec->path,
 				  "%s busy: %s has shared or session mounts on "

@@ -104,6 +104,14 @@ static inline struct lfs *req_fs(fuse_req_t req)
 	return ((struct lfs_session *)fuse_req_userdata(req))->fs;
 }
 
+/* 0 if a backing call that changes ROOT may start now for req. */
+static inline int may_mutate(fuse_req_t req)
+{
+	const struct lfs_session *s = fuse_req_userdata(req);
+
+	return s->recheck ? s->recheck() : 0;
+}
+
 static inline struct lfs_inode *inode_of(struct lfs *fs, fuse_ino_t ino)
 {
 	if (ino == FUSE_ROOT_ID)

@@ -907,7 +907,9 @@ static void lfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 	/* As the caller: the backing filesystem clears set-user-ID and
 	 * capabilities on a write exactly as natively for this caller. */
 	act_as_caller(req);
-	n = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
+	n = may_mutate(req);
+	if (n == 0)
+		n = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
 	if (n >= 0 && sxid) {
 		int k = settle_sxid(req, ino, fh_fd(fi), &before);
 
@@ -949,9 +951,11 @@ static void lfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 			  off_t offset, off_t length,
 			  struct fuse_file_info *fi)
 {
-	int res = fallocate(fh_fd(fi), mode, offset, length);
+	int res = may_mutate(req);
 
-	reply_err(req, res < 0 ? neg_errno() : 0);
+	if (res == 0)
+		res = fallocate(fh_fd(fi), mode, offset, length) < 0 ? neg_errno() : 0;
+	reply_err(req, res);
 }
 
 static void lfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
@@ -960,11 +964,13 @@ static void lfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 				struct fuse_file_info *fi_out, size_t len,
 				int flags)
 {
-	ssize_t n = copy_file_range(fh_fd(fi_in), &off_in, fh_fd(fi_out),
-				    &off_out, len, (unsigned)flags);
+	ssize_t n = may_mutate(req);
 
+	if (n == 0 && (n = copy_file_range(fh_fd(fi_in), &off_in, fh_fd(fi_out),
+					   &off_out, len, (unsigned)flags)) < 0)
+		n = neg_errno();
 	if (n < 0)
-		reply_err(req, neg_errno());
+		reply_err(req, (int)n);
 	else
 		fuse_reply_write(req, (size_t)n);
 }

@@ -1037,9 +1037,10 @@ static int etcd_release(struct lease *l, int64_t deadline)
 	r2 = el ? etcd_revoke_id(es, el->lease_id, deadline, l->name, NULL) : 0;
 	if (r == 0)
 		r = r2;
-	/* After a revoke: this release comes after the holder drained, so
-	 * it is the acknowledgement that lets a successor in. */
-	if (lease_loss_reason(l) == LEASE_LOSS_REVOKED) {
+	/* After a revoke (however it was noticed: the watch or a keepalive
+	 * that found the lease gone): this release comes after the holder
+	 * drained, so it is the acknowledgement that lets a successor in. */
+	if (lease_loss_reason(l) != LEASE_LOSS_RELEASED) {
 		r2 = etcd_fence_ack(es, l, deadline);
 		if (r == 0)
 			r = r2;

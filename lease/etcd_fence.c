@@ -421,8 +421,9 @@ void etcd_hold_fence(struct lease *l)
 	struct fence f;
 	int code;
 
+	/* Whatever the loss looked like from here (the keepalive may have
+	 * seen the revoke before the watch did): a fence of our epoch. */
 	if (!el || now < el->hold_next ||
-	    lease_loss_reason(l) != LEASE_LOSS_REVOKED ||
 	    fence_read(es, l->name, deadline, &f, NULL, NULL) != 1)
 		return;
 	/* Often enough for a lease of the holder's TTL + 1 s. */
@@ -628,7 +629,7 @@ int etcd_await_fence(struct lease_store *st, const char *name, uint64_t epoch,
 		     struct lease_err *err)
 {
 	struct etcd_store *es = st->priv;
-	int64_t floor = lease_deadline_ms(ETCD_MIN_TRY_MS), rev = 0;
+	int64_t floor = 0, rev = 0;
 	char *fk = etcd_key_b64(es, ETCD_FENCE_DIR, name);
 	struct fence f = { 0 };
 	int r;
@@ -637,6 +638,8 @@ int etcd_await_fence(struct lease_store *st, const char *name, uint64_t epoch,
 	if (!fk)
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
 	for (;;) {
+		/* Each read gets at least ETCD_MIN_TRY_MS, even at the end. */
+		floor = lease_deadline_ms(ETCD_MIN_TRY_MS);
 		r = fence_read(es, name, deadline > floor ? deadline : floor,
 			       &f, &rev, err);
 		if (r == 1 && f.epoch != epoch)
