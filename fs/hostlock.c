@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -374,6 +375,16 @@ struct holder {
 	char path[PATH_MAX];
 };
 
+/* Whether the daemon named in a record's file name ("PID-SEQ.rec") is
+ * gone (a live one may not have locked its new record yet). */
+static bool record_dead(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	int pid = base ? atoi(base + 1) : 0;
+
+	return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
+}
+
 /* Whether the record at `path` is live and holds byte `byte` of `id`. */
 static bool record_matches(const char *path, const char *id, int byte,
 			   struct holder *who)
@@ -389,6 +400,8 @@ static bool record_matches(const char *path, const char *id, int byte,
 		return false;
 	if (byte_lock(fd, F_OFD_GETLK, F_WRLCK, 0, &fl) < 0 ||
 	    fl.l_type == F_UNLCK || !(f = fdopen(fd, "r"))) {
+		if (fl.l_type == F_UNLCK && record_dead(path))
+			unlink(path); /* a crashed daemon's */
 		close(fd);
 		return false;
 	}

@@ -55,6 +55,7 @@ struct coord {
 	/* Exclusive: the root names of the directories above the root, the
 	 * scopes its lease lives within, and those directories. */
 	char (*scopes)[LEASE_NAME_MAX + 1];
+	const char **scope_names;    /* scopes[i], as lease_acquire_in takes them */
 	char (*scope_paths)[PATH_MAX];
 	size_t nscopes;
 
@@ -560,8 +561,9 @@ static int resolve_scopes(struct coord *c)
 	while (lease_path_parent(path))
 		n++;
 	c->scopes = calloc(n ? n : 1, sizeof(*c->scopes));
+	c->scope_names = calloc(n ? n : 1, sizeof(*c->scope_names));
 	c->scope_paths = calloc(n ? n : 1, sizeof(*c->scope_paths));
-	if (!c->scopes || !c->scope_paths)
+	if (!c->scopes || !c->scope_names || !c->scope_paths)
 		return -ENOMEM;
 	snprintf(path, sizeof(path), "%s", c->root);
 	for (c->nscopes = 0; lease_path_parent(path); c->nscopes++) {
@@ -569,6 +571,7 @@ static int resolve_scopes(struct coord *c)
 		if (lease_root_name(path, c->scopes[c->nscopes],
 				    sizeof(c->scopes[0])) < 0)
 			return -EINVAL;
+		c->scope_names[c->nscopes] = c->scopes[c->nscopes];
 	}
 	return 0;
 }
@@ -576,6 +579,7 @@ static int resolve_scopes(struct coord *c)
 static void free_scopes(struct coord *c)
 {
 	free(c->scopes);
+	free(c->scope_names);
 	free(c->scope_paths);
 }
 
@@ -698,15 +702,11 @@ static int inner_busy(struct coord *c, const char *who, uint64_t epoch,
  * it, or a workspace inside it. */
 static int take_root(struct coord *c, int64_t deadline, struct lease_err *err)
 {
-	const char *scopes[c->nscopes ? c->nscopes : 1];
 	uint64_t epoch;
 	char who[LEASE_NAME_MAX + 1];
-	int r;
+	int r = lease_acquire_in(c->store, c->root_name, c->scope_names,
+				 c->nscopes, deadline, &c->root_lease, err);
 
-	for (size_t i = 0; i < c->nscopes; i++)
-		scopes[i] = c->scopes[i];
-	r = lease_acquire_in(c->store, c->root_name, scopes, c->nscopes,
-			     deadline, &c->root_lease, err);
 	if (r >= 0 || err->kind != LEASE_E_HELD)
 		return r;
 	epoch = err->holder_epoch;
