@@ -53,38 +53,27 @@ struct held {
 	int fd;                /* the identity's lock file; -1 once closed */
 	int byte;
 	bool target;           /* the directory itself, not one above it */
-	char id[ID_MAX];
+	char *id;              /* malloc'ed: a daemon keeps these for life */
 };
 
 struct hostlock {
 	struct held *locks;
 	size_t n, cap;
 	int rec_fd;
-	char rec_path[PATH_MAX];
+	char rec_path[sizeof(HOLDERS_DIR) + 32];
 };
 
 /* ---- identities ------------------------------------------------------ */
 
-/* One line of mountinfo: device, root inside the filesystem, mount point. */
-struct mnt {
+/* A directory whose identity is wanted, and the topmost mount found so
+ * far whose mount point contains it. */
+struct want {
+	char path[PATH_MAX];
 	char dev[32];
-	char *root;
-	char *point;
+	char root[PATH_MAX];      /* the mount's root inside its filesystem */
+	size_t point_len;         /* of the mount point; 0: none yet */
+	bool found;
 };
-
-struct mounts {
-	struct mnt *v;
-	size_t n;
-};
-
-static void mounts_free(struct mounts *m)
-{
-	for (size_t i = 0; i < m->n; i++) {
-		free(m->v[i].root);
-		free(m->v[i].point);
-	}
-	free(m->v);
-}
 
 /* mountinfo's octal escapes (\040 and the like) undone in place. */
 static void unescape(char *s)
@@ -104,72 +93,60 @@ static void unescape(char *s)
 	*d = '\0';
 }
 
-static int mounts_add(struct mounts *m, const char *dev, const char *root,
-		      const char *point)
+/* One mount: the topmost one (the later line) wins for every wanted
+ * directory its mount point contains. */
+static void mount_seen(struct want *w, size_t n, const char *dev,
+		       const char *root, const char *point)
 {
-	struct mnt *v = realloc(m->v, (m->n + 1) * sizeof(*v));
+	size_t l = strlen(point);
 
-	if (!v)
-		return -ENOMEM;
-	m->v = v;
-	snprintf(v[m->n].dev, sizeof(v[m->n].dev), "%s", dev);
-	v[m->n].root = strdup(root);
-	v[m->n].point = strdup(point);
-	if (!v[m->n].root || !v[m->n].point) {
-		free(v[m->n].root);
-		free(v[m->n].point);
-		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (!lease_path_within(w[i].path, point) ||
+		    (w[i].found && l < w[i].point_len))
+			continue;
+		snprintf(w[i].dev, sizeof(w[i].dev), "%s", dev);
+		snprintf(w[i].root, sizeof(w[i].root), "%s", root);
+		w[i].point_len = strcmp(point, "/") == 0 ? 0 : l;
+		w[i].found = true;
 	}
-	unescape(v[m->n].root);
-	unescape(v[m->n].point);
-	m->n++;
-	return 0;
 }
 
-static int mounts_read(struct mounts *m)
+/* One pass over /proc/self/mountinfo for all of w (no copy of it kept:
+ * with a thousand mounts it is large). */
+static int mounts_scan(struct want *w, size_t n)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char *line = NULL, dev[32], root[PATH_MAX], point[PATH_MAX];
+	char *line = NULL, dev[32], *root = malloc(PATH_MAX), *point = malloc(PATH_MAX);
 	size_t cap = 0;
-	int r = 0;
+	int r = f && root && point ? 0 : -ENOMEM;
 
-	m->v = NULL;
-	m->n = 0;
 	if (!f)
-		return -errno;
-	while (r == 0 && getline(&line, &cap, f) > 0)
-		if (sscanf(line, "%*d %*d %31s %4095s %4095s", dev, root, point) == 3)
-			r = mounts_add(m, dev, root, point);
+		r = -errno;
+	while (r == 0 && getline(&line, &cap, f) > 0) {
+		if (sscanf(line, "%*d %*d %31s %4095s %4095s", dev, root, point) != 3)
+			continue;
+		unescape(root);
+		unescape(point);
+		mount_seen(w, n, dev, root, point);
+	}
 	free(line);
-	fclose(f);
-	if (r < 0)
-		mounts_free(m);
+	free(root);
+	free(point);
+	if (f)
+		fclose(f);
 	return r;
 }
 
-/* The identity of canonical directory `path`: the topmost mount whose
- * mount point contains it, and the path inside that filesystem. */
-static int identity(const struct mounts *m, const char *path, char *out)
+/* The identity of w: the device, and the path inside its filesystem. */
+static int identity(const struct want *w, char *out)
 {
-	const struct mnt *best = NULL;
-	size_t blen = 0;
+	const char *rest = w->path + w->point_len;
+	bool root_slash = strcmp(w->root, "/") == 0;
 
-	for (size_t i = 0; i < m->n; i++) {
-		size_t l = strlen(m->v[i].point);
-
-		if (lease_path_within(path, m->v[i].point) && (!best || l >= blen)) {
-			best = &m->v[i];
-			blen = l;
-		}
-	}
-	if (!best)
+	if (!w->found)
 		return -ENOENT;
-	const char *rest = strcmp(best->point, "/") == 0 ? path : path + blen;
-	bool root_slash = strcmp(best->root, "/") == 0;
-
-	if (snprintf(out, ID_MAX, "%s:%s%s", best->dev,
-		     root_slash && *rest ? "" : best->root,
-		     *rest ? rest : "") >= ID_MAX)
+	if (snprintf(out, ID_MAX, "%s:%s%s", w->dev,
+		     root_slash && *rest ? "" : w->root, rest) >= ID_MAX)
 		return -ENAMETOOLONG;
 	return 0;
 }
@@ -213,8 +190,10 @@ static int add_lock(struct hostlock *h, const char *id, int byte, bool target)
 		h->locks = v;
 		h->cap = cap;
 	}
-	h->locks[h->n] = (struct held){ .fd = -1, .byte = byte, .target = target };
-	snprintf(h->locks[h->n].id, ID_MAX, "%s", id);
+	h->locks[h->n] = (struct held){ .fd = -1, .byte = byte, .target = target,
+					.id = strdup(id) };
+	if (!h->locks[h->n].id)
+		return -ENOMEM;
 	h->n++;
 	return 0;
 }
@@ -245,31 +224,31 @@ static int plan(struct hostlock *h, const struct hostlock_spec *spec)
 {
 	int intent = spec->mode == HOSTLOCK_X ? B_IX : B_IS;
 	char path[PATH_MAX], id[ID_MAX];
-	struct mounts m;
-	int r = mounts_read(&m);
+	struct want *w;
+	size_t n = 1;
+	int r;
 
-	if (r < 0)
-		return r;
 	snprintf(path, sizeof(path), "%s", spec->path);
-	r = identity(&m, path, id);
-	if (r == 0)
-		r = add_lock(h, id, target_byte(spec->mode), true);
-	if (r == 0)
-		r = add_with_parents(h, id, intent);
-	while (r == 0 && strcmp(path, "/") != 0) {
-		char *slash = strrchr(path, '/');
-
-		if (slash == path)
-			slash[1] = '\0';
-		else
-			*slash = '\0';
-		r = identity(&m, path, id);
+	while (lease_path_parent(path))
+		n++;
+	w = calloc(n, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "%s", spec->path);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(w[i].path, sizeof(w[i].path), "%s", path);
+		lease_path_parent(path);
+	}
+	r = mounts_scan(w, n);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		r = identity(&w[i], id);
 		if (r == 0)
-			r = add_lock(h, id, intent, false);
+			r = add_lock(h, id, i == 0 ? target_byte(spec->mode) : intent,
+				     i == 0);
 		if (r == 0)
 			r = add_with_parents(h, id, intent);
 	}
-	mounts_free(&m);
+	free(w);
 	return r;
 }
 
@@ -544,6 +523,8 @@ void hostlock_free(struct hostlock *h)
 		unlink(h->rec_path); /* while it is still ours */
 		close(h->rec_fd);
 	}
+	for (size_t i = 0; i < h->n; i++)
+		free(h->locks[i].id);
 	free(h->locks);
 	free(h);
 }

@@ -52,8 +52,9 @@ struct coord {
 	char session_id[37];
 	char root_name[LEASE_NAME_MAX + 1];
 	char session_name[LEASE_NAME_MAX + 1];
-	/* Exclusive: the root names of the directories above the root, the
-	 * scopes its lease lives within, and those directories. */
+	/* Exclusive, while coord_open() acquires: the root names of the
+	 * directories above the root, the scopes its lease lives within,
+	 * and those directories. */
 	char (*scopes)[LEASE_NAME_MAX + 1];
 	const char **scope_names;    /* scopes[i], as lease_acquire_in takes them */
 	char (*scope_paths)[PATH_MAX];
@@ -823,6 +824,11 @@ int coord_open(const struct coord_config *cfg, struct coord **out,
 	if (r < 0)
 		goto out_free;
 	r = take_leases(c, cfg, err);
+	/* The scopes are the acquisition's alone (the lease keeps its own). */
+	free_scopes(c);
+	c->scopes = NULL;
+	c->scope_names = NULL;
+	c->scope_paths = NULL;
 	if (r < 0)
 		goto out_free;
 	if (c->root_lease)
