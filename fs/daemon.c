@@ -624,16 +624,22 @@ static int open_fs(struct daemon *d, struct lfs_err *err)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct lfs_config cfg = policy_for(d->opts, coord_root(d->coord));
+	const char *unknown = NULL;
 	int r = lfs_new(&cfg, &d->fs);
 
 	if (r == 0)
-		r = gate_new(d->coord, lfs_ops(), &d->gate);
+		r = gate_new(d->coord, lfs_ops(), &d->gate, &unknown);
+	if (r == -EOPNOTSUPP)
+		return lfs_fail(err, EXIT_FAIL, r, "the passthrough serves the "
+				"FUSE operation '%s', which the gate's op table "
+				"does not know", unknown);
 	if (r < 0)
 		return lfs_fail(err, EXIT_FAIL, r,
 				     "cannot start the filesystem on %s: %s",
 				     cfg.root, strerror(-r));
 	d->sess = (struct lfs_session){ .fs = d->fs, .gate = d->gate,
 					.recheck = gate_recheck,
+					.kill_suidgid = transport_kill_suidgid,
 					.serving = on_serving, .serving_ud = d };
 	r = build_fuse_args(d->opts, cfg.root, &args);
 	if (r == 0) {

@@ -47,6 +47,10 @@ struct lfs_session {
 	struct lfs *fs;
 	struct gate *gate;
 	struct transport *transport; /* its custom io finds itself here */
+	/* Whether the request this thread serves carries the kernel's "kill
+	 * suid/sgid" flag (the transport sees it; libfuse drops it).  NULL:
+	 * never. */
+	bool (*kill_suidgid)(void);
 	struct fuse_session *se;     /* for notifications to the kernel */
 	/* Called right before each backing call that changes ROOT; a
 	 * negative errno refuses it (the gate's re-check: gate.h).  NULL:

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The lease gate (contract in gate.h).
+ * The lease gate (contract in gate.h), generated from the op table
+ * (ops.h): one wrapper per operation, by its kind.
  *
  * State: a gate's coord, inner and ops are written by gate_new() before
  * any session uses the gate and only read afterwards, so the hot path
@@ -9,84 +10,34 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gate.h"
+#include "ops.h"
 
-enum gate_op {
-	GOP_lookup,
-	GOP_forget,
-	GOP_forget_multi,
-	GOP_getattr,
-	GOP_setattr,
-	GOP_readlink,
-	GOP_mknod,
-	GOP_mkdir,
-	GOP_symlink,
-	GOP_link,
-	GOP_unlink,
-	GOP_rmdir,
-	GOP_rename,
-	GOP_create,
-	GOP_open,
-	GOP_read,
-	GOP_write,
-	GOP_write_buf,
-	GOP_flush,
-	GOP_release,
-	GOP_fsync,
-	GOP_fallocate,
-	GOP_copy_file_range,
-	GOP_lseek,
-	GOP_opendir,
-	GOP_readdir,
-	GOP_readdirplus,
-	GOP_releasedir,
-	GOP_fsyncdir,
-	GOP_statfs,
-	GOP_setxattr,
-	GOP_getxattr,
-	GOP_listxattr,
-	GOP_removexattr,
-	GOP_COUNT,
-};
+#define ENUM(op, kind, doc, params, args) GOP_##op,
+enum gate_op { LFS_OPS(ENUM) GOP_COUNT };
 
-static const char *const op_names[GOP_COUNT] = {
-	[GOP_lookup] = "lookup",
-	[GOP_forget] = "forget",
-	[GOP_forget_multi] = "forget_multi",
-	[GOP_getattr] = "getattr",
-	[GOP_setattr] = "setattr",
-	[GOP_readlink] = "readlink",
-	[GOP_mknod] = "mknod",
-	[GOP_mkdir] = "mkdir",
-	[GOP_symlink] = "symlink",
-	[GOP_link] = "link",
-	[GOP_unlink] = "unlink",
-	[GOP_rmdir] = "rmdir",
-	[GOP_rename] = "rename",
-	[GOP_create] = "create",
-	[GOP_open] = "open",
-	[GOP_read] = "read",
-	[GOP_write] = "write",
-	[GOP_write_buf] = "write_buf",
-	[GOP_flush] = "flush",
-	[GOP_release] = "release",
-	[GOP_fsync] = "fsync",
-	[GOP_fallocate] = "fallocate",
-	[GOP_copy_file_range] = "copy_file_range",
-	[GOP_lseek] = "lseek",
-	[GOP_opendir] = "opendir",
-	[GOP_readdir] = "readdir",
-	[GOP_readdirplus] = "readdirplus",
-	[GOP_releasedir] = "releasedir",
-	[GOP_fsyncdir] = "fsyncdir",
-	[GOP_statfs] = "statfs",
-	[GOP_setxattr] = "setxattr",
-	[GOP_getxattr] = "getxattr",
-	[GOP_listxattr] = "listxattr",
-	[GOP_removexattr] = "removexattr",
-};
+#define NAME(op, kind, doc, params, args) [GOP_##op] = #op,
+static const char *const op_names[GOP_COUNT] = { LFS_OPS(NAME) };
+
+#define KIND_READS 0
+#define KIND_MUTATES 1
+#define KIND_MAY_WRITE 2
+#define KIND(op, kind, doc, params, args) [GOP_##op] = KIND_##kind,
+static const unsigned char op_kinds[GOP_COUNT] = { LFS_OPS(KIND) };
+
+#define DOC(op, kind, doc, params, args) [GOP_##op] = doc,
+static const char *const op_docs[GOP_COUNT] = { LFS_OPS(DOC) };
+
+/* libfuse's table is all function pointers, each named in ops.h. */
+#define ONE(m) +1
+_Static_assert(sizeof(struct fuse_lowlevel_ops) ==
+	       (0 LFS_FUSE_MEMBERS(ONE)) * sizeof(void (*)(void)),
+	       "libfuse's fuse_lowlevel_ops has members ops.h does not name");
 
 struct gate {
 	struct coord *coord;
@@ -141,11 +92,26 @@ int gate_recheck(void)
 	return g && coord_healthy(g->coord) < 0 ? -EROFS : 0;
 }
 
-/*
- * A gated entry: admission, the inner op (which replies), exit.
- * `params` is the op's parameter list, `args` the same names as a call.
- */
-#define GATED(op, params, args)                         \
+/* MAY_WRITE: an open can change ROOT with write access or O_TRUNC. */
+static bool gate_writes_open(fuse_req_t req, fuse_ino_t ino,
+			     struct fuse_file_info *fi)
+{
+	(void)req;
+	(void)ino;
+	return (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+}
+
+/* The three kinds of wrapper.  Each counts the request; a mutation runs
+ * the inner op (which replies) inside admission, or is answered EROFS. */
+#define WRAP_READS(op, params, args)                    \
+	static void g_##op params                       \
+	{                                               \
+		struct gate *g = gate_of(req);          \
+                                                        \
+		bump(&g->requests[GOP_##op]);           \
+		g->inner.op args;                       \
+	}
+#define WRAP_MUTATES(op, params, args)                  \
 	static void g_##op params                       \
 	{                                               \
 		struct gate *g = admit(req, GOP_##op);  \
@@ -155,172 +121,83 @@ int gate_recheck(void)
 		g->inner.op args;                       \
 		leave(g);                               \
 	}
-
-GATED(write, (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
-	      off_t off, struct fuse_file_info *fi),
-      (req, ino, buf, size, off, fi))
-GATED(write_buf, (fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
-		  off_t off, struct fuse_file_info *fi),
-      (req, ino, bufv, off, fi))
-GATED(create, (fuse_req_t req, fuse_ino_t parent, const char *name,
-	       mode_t mode, struct fuse_file_info *fi),
-      (req, parent, name, mode, fi))
-GATED(mknod, (fuse_req_t req, fuse_ino_t parent, const char *name,
-	      mode_t mode, dev_t rdev),
-      (req, parent, name, mode, rdev))
-GATED(mkdir, (fuse_req_t req, fuse_ino_t parent, const char *name,
-	      mode_t mode),
-      (req, parent, name, mode))
-GATED(symlink, (fuse_req_t req, const char *link, fuse_ino_t parent,
-		const char *name),
-      (req, link, parent, name))
-GATED(link, (fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-	     const char *newname),
-      (req, ino, newparent, newname))
-GATED(unlink, (fuse_req_t req, fuse_ino_t parent, const char *name),
-      (req, parent, name))
-GATED(rmdir, (fuse_req_t req, fuse_ino_t parent, const char *name),
-      (req, parent, name))
-GATED(rename, (fuse_req_t req, fuse_ino_t parent, const char *name,
-	       fuse_ino_t newparent, const char *newname, unsigned int flags),
-      (req, parent, name, newparent, newname, flags))
-GATED(setattr, (fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		int to_set, struct fuse_file_info *fi),
-      (req, ino, attr, to_set, fi))
-GATED(setxattr, (fuse_req_t req, fuse_ino_t ino, const char *name,
-		 const char *value, size_t size, int flags),
-      (req, ino, name, value, size, flags))
-GATED(removexattr, (fuse_req_t req, fuse_ino_t ino, const char *name),
-      (req, ino, name))
-GATED(fallocate, (fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
-		  off_t length, struct fuse_file_info *fi),
-      (req, ino, mode, offset, length, fi))
-/* The destination is written: gated as a whole. */
-GATED(copy_file_range, (fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
-			struct fuse_file_info *fi_in, fuse_ino_t ino_out,
-			off_t off_out, struct fuse_file_info *fi_out,
-			size_t len, int flags),
-      (req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len, flags))
-
-/*
- * A counted entry: not gated, only counted, then the inner op.
- */
-#define COUNTED(op, params, args)                       \
+#define WRAP_MAY_WRITE(op, params, args)                \
 	static void g_##op params                       \
 	{                                               \
-		struct gate *g = gate_of(req);          \
+		struct gate *g;                         \
                                                         \
-		bump(&g->requests[GOP_##op]);          \
+		if (!gate_writes_##op args) {           \
+			g = gate_of(req);               \
+			bump(&g->requests[GOP_##op]);   \
+			g->inner.op args;               \
+			return;                         \
+		}                                       \
+		g = admit(req, GOP_##op);               \
+		if (!g)                                 \
+			return;                         \
 		g->inner.op args;                       \
+		leave(g);                               \
 	}
+#define WRAP(op, kind, doc, params, args) WRAP_##kind(op, params, args)
+LFS_OPS(WRAP)
 
-COUNTED(lookup, (fuse_req_t req, fuse_ino_t parent, const char *name),
-	(req, parent, name))
-COUNTED(forget, (fuse_req_t req, fuse_ino_t ino, uint64_t nlookup),
-	(req, ino, nlookup))
-COUNTED(forget_multi, (fuse_req_t req, size_t count, struct fuse_forget_data *forgets),
-	(req, count, forgets))
-COUNTED(getattr, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
-	(req, ino, fi))
-COUNTED(readlink, (fuse_req_t req, fuse_ino_t ino),
-	(req, ino))
-COUNTED(read, (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
-	(req, ino, size, off, fi))
-COUNTED(flush, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
-	(req, ino, fi))
-COUNTED(release, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
-	(req, ino, fi))
-COUNTED(fsync, (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
-	(req, ino, datasync, fi))
-COUNTED(lseek, (fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi),
-	(req, ino, off, whence, fi))
-COUNTED(opendir, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
-	(req, ino, fi))
-COUNTED(readdir, (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
-	(req, ino, size, off, fi))
-COUNTED(readdirplus, (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
-	(req, ino, size, off, fi))
-COUNTED(releasedir, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
-	(req, ino, fi))
-COUNTED(fsyncdir, (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
-	(req, ino, datasync, fi))
-COUNTED(statfs, (fuse_req_t req, fuse_ino_t ino),
-	(req, ino))
-COUNTED(getxattr, (fuse_req_t req, fuse_ino_t ino, const char *name, size_t size),
-	(req, ino, name, size))
-COUNTED(listxattr, (fuse_req_t req, fuse_ino_t ino, size_t size),
-	(req, ino, size))
-
-/* Only opens that can write (write access or O_TRUNC) are gated. */
-static void g_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* Copy of inner holding only what the gate knows (ops.h, and the session
+ * callbacks init and destroy). */
+static void known_part(const struct fuse_lowlevel_ops *inner,
+		       struct fuse_lowlevel_ops *known)
 {
-	bool mutating = (fi->flags & O_ACCMODE) != O_RDONLY ||
-			(fi->flags & O_TRUNC);
-	struct gate *g;
-
-	if (!mutating) {
-		g = gate_of(req);
-		bump(&g->requests[GOP_open]);
-		g->inner.open(req, ino, fi);
-		return;
-	}
-	g = admit(req, GOP_open);
-	if (!g)
-		return;
-	g->inner.open(req, ino, fi);
-	leave(g);
+	memset(known, 0, sizeof(*known));
+	known->init = inner->init;
+	known->destroy = inner->destroy;
+#define KNOWN(op, kind, doc, params, args) known->op = inner->op;
+	LFS_OPS(KNOWN)
 }
 
-#define GATE(field)                                     \
-	do {                                            \
-		if (g->inner.field)                     \
-			g->ops.field = g_##field;       \
-	} while (0)
+/* The name of libfuse's member at byte `off` of its table. */
+static const char *member_at(size_t off)
+{
+#define MEMBER(m) if (off == offsetof(struct fuse_lowlevel_ops, m)) return #m;
+	LFS_FUSE_MEMBERS(MEMBER)
+	return "?";
+}
+
+/* Default-deny: an inner op the table does not know is refused, named. */
+static int check_known(const struct fuse_lowlevel_ops *inner,
+		       const char **unknown)
+{
+	struct fuse_lowlevel_ops known;
+	void (*const *a)(void) = (void (*const *)(void))(const void *)inner;
+	void (*const *b)(void) = (void (*const *)(void))(const void *)&known;
+
+	known_part(inner, &known);
+	for (size_t i = 0; i < sizeof(known) / sizeof(*a); i++) {
+		if (a[i] && !b[i]) {
+			*unknown = member_at(i * sizeof(*a));
+			return -EOPNOTSUPP;
+		}
+	}
+	return 0;
+}
 
 int gate_new(struct coord *coord, const struct fuse_lowlevel_ops *inner,
-	     struct gate **out)
+	     struct gate **out, const char **unknown)
 {
-	struct gate *g = calloc(1, sizeof(*g));
+	struct gate *g;
+	int r = check_known(inner, unknown);
 
+	if (r < 0)
+		return r;
+	g = calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
 	g->coord = coord;
 	g->inner = *inner;
-	g->ops = *inner;
-	GATE(write);
-	GATE(write_buf);
-	GATE(create);
-	GATE(mknod);
-	GATE(mkdir);
-	GATE(symlink);
-	GATE(link);
-	GATE(unlink);
-	GATE(rmdir);
-	GATE(rename);
-	GATE(setattr);
-	GATE(setxattr);
-	GATE(removexattr);
-	GATE(fallocate);
-	GATE(copy_file_range);
-	GATE(open);
-	GATE(lookup);
-	GATE(forget);
-	GATE(forget_multi);
-	GATE(getattr);
-	GATE(readlink);
-	GATE(read);
-	GATE(flush);
-	GATE(release);
-	GATE(fsync);
-	GATE(lseek);
-	GATE(opendir);
-	GATE(readdir);
-	GATE(readdirplus);
-	GATE(releasedir);
-	GATE(fsyncdir);
-	GATE(statfs);
-	GATE(getxattr);
-	GATE(listxattr);
+	g->ops.init = inner->init;
+	g->ops.destroy = inner->destroy;
+#define INSTALL(op, kind, doc, params, args)    \
+	if (inner->op)                          \
+		g->ops.op = g_##op;
+	LFS_OPS(INSTALL)
 	*out = g;
 	return 0;
 }
@@ -342,27 +219,12 @@ const char *gate_op_name(size_t op)
 
 bool gate_op_mutating(size_t op)
 {
-	switch (op) {
-	case GOP_write:
-	case GOP_write_buf:
-	case GOP_create:
-	case GOP_mknod:
-	case GOP_mkdir:
-	case GOP_symlink:
-	case GOP_link:
-	case GOP_unlink:
-	case GOP_rmdir:
-	case GOP_rename:
-	case GOP_setattr:
-	case GOP_setxattr:
-	case GOP_removexattr:
-	case GOP_fallocate:
-	case GOP_copy_file_range:
-	case GOP_open:
-		return true;
-	default:
-		return false;
-	}
+	return op < GOP_COUNT && op_kinds[op] != KIND_READS;
+}
+
+const char *gate_op_doc(size_t op)
+{
+	return gate_op_mutating(op) ? op_docs[op] : NULL;
 }
 
 uint64_t gate_requests(const struct gate *g, size_t op)

@@ -2,18 +2,14 @@
 /*
  * The lease gate: one layer in front of an ops table.
  *
- * gate_ops() is the inner table with every mutating entry replaced by a
- * wrapper that enters the coordinator's admission, answers EROFS if the
- * lease is not healthy, and otherwise runs the inner operation (which
- * replies) inside admission.  A mutation already inside its backing
- * syscall when loss fires completes; none starts after loss.
- *
- * Mutating: write, write_buf, create, mknod, mkdir, symlink, link, unlink,
- * rmdir, rename, setattr, setxattr, removexattr, fallocate,
- * copy_file_range (its destination), and open with write access or
- * O_TRUNC.  Everything else (lookups, reads, read-only opens, flush, fsync,
- * release, locks, xattr reads, statfs) runs the inner operation, only
- * counted.
+ * gate_ops() serves exactly the operations of the op table (ops.h):
+ * each mutating one through a wrapper that enters the coordinator's
+ * admission, answers EROFS if the lease is not healthy, and otherwise runs
+ * the inner operation (which replies) inside admission; every other one
+ * only counted.  A mutation already inside its backing syscall when loss
+ * fires completes; none starts after loss (and gate_recheck() lets the
+ * layer behind refuse one that was admitted before it).  Which operations
+ * mutate is the table's word alone.
  *
  * The wrappers find their gate through the session's userdata, a
  * struct lfs_session (fs.h).  A process may have any number of gates.
@@ -27,9 +23,11 @@
 struct gate;
 
 /* A gate over `inner` (copied), admitting through `coord` (borrowed; it
- * must outlive the gate).  0 or -ENOMEM. */
+ * must outlive the gate).  Default-deny: an inner table with an operation
+ * the op table does not know is refused, -EOPNOTSUPP with *unknown naming
+ * it.  0, -EOPNOTSUPP or -ENOMEM. */
 int gate_new(struct coord *coord, const struct fuse_lowlevel_ops *inner,
-	     struct gate **out);
+	     struct gate **out, const char **unknown);
 /* The gated table; valid for the gate's life. */
 const struct fuse_lowlevel_ops *gate_ops(const struct gate *g);
 
@@ -41,6 +39,8 @@ const struct fuse_lowlevel_ops *gate_ops(const struct gate *g);
 size_t gate_nops(void);
 const char *gate_op_name(size_t op);
 bool gate_op_mutating(size_t op);   /* may be refused */
+/* How README and leasefs(8) name a mutating op; NULL for the others. */
+const char *gate_op_doc(size_t op);
 uint64_t gate_requests(const struct gate *g, size_t op);
 uint64_t gate_refused(const struct gate *g, size_t op);
 void gate_free(struct gate *g);

@@ -104,6 +104,14 @@ static inline struct lfs *req_fs(fuse_req_t req)
 	return ((struct lfs_session *)fuse_req_userdata(req))->fs;
 }
 
+/* Whether req carries the kernel's kill-suid/sgid flag. */
+static inline bool kill_flagged(fuse_req_t req)
+{
+	const struct lfs_session *s = fuse_req_userdata(req);
+
+	return s->kill_suidgid && s->kill_suidgid();
+}
+
 /* 0 if a backing call that changes ROOT may start now for req. */
 static inline int may_mutate(fuse_req_t req)
 {

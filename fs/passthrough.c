@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "lfs_int.h"
-#include "transport.h"
+#include "ops.h"
 
 #define LFS_MAX_WRITE (1u << 20)
 /* Cache timeouts (s) once the lease is lost: the root has a new owner. */
@@ -430,7 +430,7 @@ static int settle_sxid(fuse_req_t req, fuse_ino_t ino, int fd,
 {
 	struct lfs_session *sess = fuse_req_userdata(req);
 	struct stat st;
-	int rc = transport_kill_suidgid() ? kill_suidgid(req, fd) : 0;
+	int rc = kill_flagged(req) ? kill_suidgid(req, fd) : 0;
 
 	if (rc == 0 && fstat(fd, &st) == 0 && st.st_mode != before->st_mode &&
 	    sess->se)
@@ -482,7 +482,7 @@ static void lfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * clears for it, except for a uid 0 caller without CAP_FSETID, which
 	 * acts with the daemon's: its clearing is judged on the mode and
 	 * group before the chown, as the kernel judges it. */
-	bool chown_kill = fd >= 0 && transport_kill_suidgid() &&
+	bool chown_kill = fd >= 0 && kill_flagged(req) &&
 			  (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
 			  fuse_req_ctx(req)->uid == 0 && caller_lacks_fsetid(req);
 	int rc = 0;
@@ -497,7 +497,7 @@ static void lfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		rc = chmod_as_daemon(fs, fd, attr->st_mode & 07777);
 	if (!rc && chown_kill)
 		rc = kill_to(req, fd, killed_mode(req, &st));
-	if (!rc && transport_kill_suidgid() && (valid & FUSE_SET_ATTR_SIZE))
+	if (!rc && kill_flagged(req) && (valid & FUSE_SET_ATTR_SIZE))
 		rc = kill_suidgid(req, fd);
 	if (!rc)
 		rc = stat_fd(fd, &st);
@@ -1347,41 +1347,12 @@ static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 		sess->serving(sess->serving_ud);
 }
 
+/* Exactly the op table's operations (ops.h), each lfs_<op>. */
 static const struct fuse_lowlevel_ops passthrough_ops = {
 	.init = lfs_init,
-	.lookup = lfs_lookup,
-	.forget = lfs_forget,
-	.forget_multi = lfs_forget_multi,
-	.getattr = lfs_getattr,
-	.setattr = lfs_setattr,
-	.readlink = lfs_readlink,
-	.mknod = lfs_mknod,
-	.mkdir = lfs_mkdir,
-	.symlink = lfs_symlink,
-	.link = lfs_link,
-	.unlink = lfs_unlink,
-	.rmdir = lfs_rmdir,
-	.rename = lfs_rename,
-	.create = lfs_create,
-	.open = lfs_open,
-	.read = lfs_read,
-	.write_buf = lfs_write_buf,
-	.flush = lfs_flush,
-	.release = lfs_release,
-	.fsync = lfs_fsync,
-	.fallocate = lfs_fallocate,
-	.copy_file_range = lfs_copy_file_range,
-	.lseek = lfs_lseek,
-	.opendir = lfs_opendir,
-	.readdir = lfs_readdir,
-	.readdirplus = lfs_readdirplus,
-	.releasedir = lfs_releasedir,
-	.fsyncdir = lfs_fsyncdir,
-	.statfs = lfs_statfs,
-	.setxattr = lfs_setxattr,
-	.getxattr = lfs_getxattr,
-	.listxattr = lfs_listxattr,
-	.removexattr = lfs_removexattr,
+#define OP(op, kind, doc, params, args) .op = lfs_##op,
+	LFS_OPS(OP)
+#undef OP
 };
 
 const struct fuse_lowlevel_ops *lfs_ops(void)
