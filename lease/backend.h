@@ -22,7 +22,7 @@ struct lease_scopes {
 };
 
 struct lease_backend {
-	const char *scheme; /* "file", "mem", "etcd", "etcds" */
+	const char *scheme; /* "file", "etcd", "etcds", or a test's */
 	/* `rest` is the URI after "scheme:" (may be "").  Sets store->priv. */
 	int (*open)(struct lease_store *store, const char *rest,
 		    struct lease_err *err);
@@ -112,7 +112,10 @@ static inline void lease_set_safe_until(struct lease *lease, int64_t t)
 }
 
 extern const struct lease_backend lease_backend_file;
-extern const struct lease_backend lease_backend_mem;
+
+/* One more backend for lease_store_open() (tests add their process-local
+ * one this way; the product has only its own).  Up to 4; -ENOSPC. */
+int lease_backend_add(const struct lease_backend *be);
 #ifdef LEASEFS_HAVE_ETCD
 extern const struct lease_backend lease_backend_etcd;
 extern const struct lease_backend lease_backend_etcds;

@@ -36,30 +36,67 @@ bool lease_deadline_passed(int64_t deadline)
 
 /* ---- stores ------------------------------------------------------- */
 
-static const struct lease_backend *const backends[] = {
+static const struct lease_backend *const builtin[] = {
 	&lease_backend_file,
-	&lease_backend_mem,
 #ifdef LEASEFS_HAVE_ETCD
 	&lease_backend_etcd,
 	&lease_backend_etcds,
 #endif
 };
 
+/* added_lock protects added and nadded (backends added at run time). */
+static pthread_mutex_t added_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct lease_backend *added[4];
+static size_t nadded;
+
+int lease_backend_add(const struct lease_backend *be)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&added_lock);
+	for (size_t i = 0; i < nadded && r == 0; i++)
+		if (added[i] == be)
+			r = 1;
+	if (r == 0 && nadded == sizeof(added) / sizeof(added[0]))
+		r = -ENOSPC;
+	else if (r == 0)
+		added[nadded++] = be;
+	pthread_mutex_unlock(&added_lock);
+	return r < 0 ? r : 0;
+}
+
+/* The i-th backend known, built in first; NULL past the last. */
+static const struct lease_backend *backend_at(size_t i)
+{
+	const struct lease_backend *be = NULL;
+	size_t nb = sizeof(builtin) / sizeof(builtin[0]);
+
+	if (i < nb)
+		return builtin[i];
+	pthread_mutex_lock(&added_lock);
+	if (i - nb < nadded)
+		be = added[i - nb];
+	pthread_mutex_unlock(&added_lock);
+	return be;
+}
+
 static const struct lease_backend *backend_for(const char *uri,
 					       const char **rest)
 {
-	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
-		size_t n = strlen(backends[i]->scheme);
+	const struct lease_backend *be;
 
-		if (strncmp(uri, backends[i]->scheme, n) != 0)
+	for (size_t i = 0; (be = backend_at(i)) != NULL; i++) {
+		size_t n = strlen(be->scheme);
+
+		if (strncmp(uri, be->scheme, n) != 0)
 			continue;
 		if (uri[n] == '\0') {
 			*rest = "";
-			return backends[i];
+			return be;
 		}
 		if (uri[n] == ':') {
 			*rest = uri + n + 1;
-			return backends[i];
+			return be;
 		}
 	}
 	return NULL;
@@ -198,7 +235,7 @@ int lease_store_open(const char *uri, const struct lease_store_opts *opts,
 #endif
 	if (!be)
 		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
-				     "unknown lease store URI '%s' (expected file:DIR, mem:"
+				     "unknown lease store URI '%s' (expected file:DIR"
 #if defined(LEASEFS_HAVE_ETCD) || defined(LEASEFS_MODULE_DIR)
 				     ", etcd://HOST:PORT or etcds://HOST:PORT"
 #endif

@@ -151,7 +151,6 @@ typedef void (*lease_loss_cb)(struct lease *lease, enum lease_loss why,
  * Open a store by URI:
  *   "file:DIR"  file backend, DIR the lease directory (created 0700)
  *   "file"      file backend at LEASE_FILE_DEFAULT_DIR
- *   "mem:"      process-local store (tests)
  *   "etcd://H:P[,H:P...][/prefix]", "etcds://..."  (when built in)
  * Options (TTL, TLS files) come from `opts`, which may be NULL.
  */
@@ -290,12 +289,5 @@ const char *lease_fence_str(enum lease_fence f);
  */
 int lease_revoke(struct lease_store *store, const char *name, int64_t deadline,
 		 enum lease_fence *fence, struct lease_err *err);
-
-/* ---- mem backend test hooks ------------------------------------------ */
-/* Force loss of the current holder of `name` in a "mem:" store, with the
- * given reason (EXPIRED or TAKEOVER).  Takeover grants the name to a
- * phantom holder at epoch+1.  Returns -ENOENT if not held. */
-int lease_mem_force_loss(struct lease_store *store, const char *name,
-			 enum lease_loss why);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "mem.h"
 #include "testutil.h"
 
 #define WAIT_MS 2000 /* bound for every awaited event */

@@ -22,6 +22,7 @@
 
 #include "coord.h"
 #include "lease.h"
+#include "mem.h"
 #include "testutil.h"
 
 #define SESSION_UUID "0b5c7f2e-1d3a-4e5f-8a9b-0c1d2e3f4a5b"

@@ -25,6 +25,7 @@
 #include "coord.h"
 #include "gate.h"
 #include "ops.h"
+#include "mem.h"
 #include "testutil.h"
 
 /* ---- link seams ---------------------------------------------------------- */

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "mem.h"
 #include "testutil.h"
 
 static char last_uri[1024];
@@ -71,6 +72,7 @@ struct lease_store *tu_open_store(const char *backend, char **dir_out)
 	if (dir_out)
 		*dir_out = NULL;
 	if (strcmp(backend, "mem") == 0) {
+		assert_int_equal(lease_backend_add(&lease_backend_mem), 0);
 		snprintf(last_uri, sizeof(last_uri), "mem:");
 	} else if (strcmp(backend, "file") == 0) {
 		char *dir = tu_mkdtemp("leases");

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "mem.h"
 
 struct mem_entry {
 	struct mem_entry *next;

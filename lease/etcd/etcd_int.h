@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 
 #include "backend.h"
-#include "etcd_http.h"
+#include "http.h"
 
 #define ETCD_DEFAULT_PREFIX "/leasefs/"
 #define ETCD_DEFAULT_TTL_MS 15000
@@ -90,6 +90,11 @@ struct etcd_lease {
 	int64_t hold_next;
 };
 
+static inline struct etcd_store *etcd_store_priv(struct lease_store *s)
+{
+	return s->priv;
+}
+
 static inline int64_t etcd_ms_to_ns(int64_t ms)
 {
 	return ms * 1000000LL;
@@ -156,5 +161,47 @@ int etcd_await_fence(struct lease_store *st, const char *name, uint64_t epoch,
 		     int64_t deadline, enum lease_fence *out,
 		     struct lease_err *err);
 void etcd_hold_fence(struct lease *l);
+
+/* ---- shared between the units --------------------------------------- */
+
+/* Keys a create of `name` within sc compares and reads, in the order of
+ * the failure reads: P<name>, its fence, the range within it, then per
+ * scope P<scope> and its fence. */
+struct create_keys {
+	char *k, *hk, *fk, *in, *in_end;
+	char **sk, **sfk, **scope;  /* per scope: P<S>, fence, scope key */
+	size_t n;
+};
+
+/* Backend operations defined outside etcd.c. */
+int etcd_try_acquire(struct lease_store *st, const char *name,
+		     const struct lease_scopes *sc, int64_t deadline,
+		     struct lease **out, struct lease_err *err);
+int etcd_show(struct lease_store *st, const char *name,
+	      struct lease_info *info, struct lease_err *err);
+int etcd_list(struct lease_store *st, lease_list_cb cb, void *userdata,
+	      struct lease_err *err);
+
+/* acquire.c */
+void etcd_create_keys_free(struct create_keys *ck);
+int etcd_create_keys_make(const struct etcd_store *es, const char *name,
+		const struct lease_scopes *sc, struct create_keys *ck);
+int etcd_delete_if_epoch(struct etcd_store *es, const char *name,
+		uint64_t epoch, int64_t deadline,
+		struct lease_err *err);
+void etcd_lease_free(struct etcd_lease *el);
+void etcd_signal_ready(struct etcd_lease *el);
+
+/* etcd.c */
+int etcd_grant_new(struct etcd_store *es, int64_t deadline,
+		const char *name, struct grant *g, struct lease_err *err);
+int64_t etcd_margin_ms_for(int64_t ttl_ms);
+bool etcd_put_spare(struct etcd_store *es, const struct grant *g);
+bool etcd_take_spare(struct etcd_store *es, struct grant *g);
+
+/* holder.c */
+void *etcd_holder_thread(void *arg);
+void etcd_stop_holder(struct etcd_lease *el);
+
 
 #endif

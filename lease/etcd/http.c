@@ -10,7 +10,7 @@
 
 #include <openssl/evp.h>
 
-#include "etcd_http.h"
+#include "http.h"
 
 #define ETCD_MAX_BODY (64u << 20)
 /* Connect attempts are short: a dead endpoint should not eat the deadline. */
