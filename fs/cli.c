@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "roots.h"
 
 
 #define UMOUNT_TIMEOUT_MS 30000
@@ -223,7 +224,7 @@ static int parse_mount_opt(struct mount_opts *o, int c, struct lfs_err *err)
 {
 	switch (c) {
 	case OPT_PLACEMENT:
-		if (coord_placement_parse(optarg, &o->placement) < 0)
+		if (placement_parse(optarg, &o->placement) < 0)
 			return usage_error(err, "bad --placement '%s' (expected "
 					   "exclusive, session or shared)", optarg);
 		return 0;
@@ -338,7 +339,7 @@ static int resolve_paths(struct mount_opts *o, const char *mnt,
 	if (!realpath(mnt, o->mountpoint))
 		return lfs_fail(err, EXIT_FAIL, -errno,
 				     "mount point %s: %s", mnt, strerror(errno));
-	r = lease_canonical_root(o->root, o->canon_root, sizeof(o->canon_root));
+	r = ws_canonical_root(o->root, o->canon_root, sizeof(o->canon_root));
 	if (r < 0)
 		return lfs_fail(err, EXIT_FAIL, r,
 				     "workspace root %s: %s", o->root, strerror(-r));
@@ -352,8 +353,8 @@ static int resolve_paths(struct mount_opts *o, const char *mnt,
 		return usage_error(err, "mount point %s is already served by a "
 				   "leasefs daemon; unmount it first",
 				   o->mountpoint);
-	if (lease_path_within(o->mountpoint, o->canon_root) ||
-	    lease_path_within(o->canon_root, o->mountpoint))
+	if (ws_path_within(o->mountpoint, o->canon_root) ||
+	    ws_path_within(o->canon_root, o->mountpoint))
 		return usage_error(err, "mount point and workspace root %s "
 				   "overlap", o->canon_root);
 	return 0;
@@ -370,7 +371,7 @@ static int check_lease_dir(const struct mount_opts *o, struct lfs_err *err)
 {
 	struct lease_err le = { 0 };
 
-	if (o->placement == COORD_SESSION)
+	if (placement_get(o->placement)->own_dir)
 		return 0;
 	return lfs_err_from_lease(err, coord_check_lease_dir(o->canon_root,
 				  lease_uri_local_dir(o->leases), &le), &le);
@@ -382,7 +383,7 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o,
 {
 	int c, r;
 
-	o->placement = COORD_EXCLUSIVE;
+	o->placement = PLACEMENT_EXCLUSIVE;
 	o->leases = default_leases();
 	o->attrs.nodiratime = o->attrs.lazytime = -1;
 	optind = 1;
@@ -411,7 +412,7 @@ static int check_operands(struct mount_opts *o, struct lfs_err *err)
 	int r = resolve_paths(o, o->mnt_arg, err);
 
 	if (r == 0 && o->metrics_dir &&
-	    lease_path_within(o->metrics_dir, o->canon_root))
+	    ws_path_within(o->metrics_dir, o->canon_root))
 		return usage_error(err, "--metrics-dir %s is inside the "
 				   "workspace root; the daemon never writes "
 				   "its root but for its callers", o->metrics_dir);

@@ -36,6 +36,7 @@
 #include <json-c/json.h>
 
 #include "daemon.h"
+#include "roots.h"
 #include "transport.h"
 #include "gate.h"
 
@@ -73,7 +74,7 @@ struct control {
 int control_path(const char *mountpoint, char *out, size_t outsz)
 {
 	char name[96];
-	int r = lease_root_name(mountpoint, name, sizeof(name));
+	int r = ws_root_name(mountpoint, name, sizeof(name));
 
 	if (r < 0)
 		return r;
@@ -171,7 +172,7 @@ static void write_status_ext(const struct daemon_info *in, FILE *f,
 	json_object *o = json_object_new_object();
 
 	add_str(o, "root", coord_root(c));
-	add_str(o, "placement", coord_placement_str(coord_placement(c)));
+	add_str(o, "placement", coord_placement(c)->name);
 	add_str(o, "session", coord_session_id(c));
 	add_str(o, "lease", has_root ? coord_root_lease_name(c)
 				     : coord_session_lease_name(c));

@@ -36,6 +36,7 @@
 #include "fs.h"
 #include "gate.h"
 #include "hostlock.h"
+#include "roots.h"
 #include "session.h"
 #include "transport.h"
 
@@ -96,11 +97,11 @@ static void on_loss(void *ud, enum lease_loss why)
 	uint64_t one = 1;
 
 	(void)why;
-	/* Shared placement never turns read-only; it only acknowledges. */
-	if (d->opts->placement == COORD_SHARED)
-		atomic_store(&d->fence_due, true);
-	else
+	/* An unfenced placement never turns read-only; it only acknowledges. */
+	if (placement_get(d->opts->placement)->fenced)
 		atomic_store(&d->lost, true);
+	else
+		atomic_store(&d->fence_due, true);
 	if (write(d->event_fd, &one, sizeof(one)) < 0) {
 		/* the gate already refuses; only the read-only remount waits */
 	}
@@ -116,15 +117,14 @@ static void on_umount(void *ud)
 		perror("leasefs: umount request");
 }
 
-/* The host lock on the served root: exclusive placement holds it as X
- * (with our lease and epoch, for a refused contender), shared and session
- * placements as S. */
+/* The host lock on the served root, in the placement's mode; X carries our
+ * lease and epoch, for a refused contender. */
 static int lock_root(struct daemon *d, const char *root, const char *lease_name,
 		     uint64_t epoch, struct lease_err *err)
 {
 	struct hostlock_spec spec = {
 		.path = root,
-		.mode = lease_name ? HOSTLOCK_X : HOSTLOCK_S,
+		.mode = placement_get(d->opts->placement)->lock,
 		.what = "workspace",
 		.lease_name = lease_name,
 		.epoch = epoch,
@@ -147,9 +147,9 @@ static int after_acquire(void *ud, const char *root, struct lease_err *err)
 	char name[LEASE_NAME_MAX + 1];
 	int r;
 
-	if (d->opts->placement != COORD_EXCLUSIVE)
+	if (!placement_get(d->opts->placement)->root_lease)
 		return 0;
-	r = lease_root_name(root, name, sizeof(name));
+	r = ws_root_name(root, name, sizeof(name));
 	if (r < 0)
 		return r;
 	if (lease_show(d->store, name, &info, NULL) < 0)
@@ -356,7 +356,7 @@ static int root_free(struct daemon *d, const char *served, const char *path,
 	struct lease_info info = { 0 }, inner = { 0 };
 	struct lease_err le = { 0 };
 	char name[LEASE_NAME_MAX + 1];
-	int r = lease_root_name(path, name, sizeof(name));
+	int r = ws_root_name(path, name, sizeof(name));
 
 	if (r == 0)
 		r = lease_show(d->store, name, &info, &le);
@@ -380,17 +380,17 @@ static int root_free(struct daemon *d, const char *served, const char *path,
 
 static int share_root(struct daemon *d, struct lfs_err *err)
 {
-	const char *served = d->opts->placement == COORD_SESSION
-		? d->session_root : d->opts->canon_root;
+	const struct placement *pl = placement_get(d->opts->placement);
+	const char *served = pl->own_dir ? d->session_root : d->opts->canon_root;
 	char up[PATH_MAX];
 	struct lease_err le = { 0 };
 	int r;
 
-	if (d->opts->placement == COORD_EXCLUSIVE)
+	if (pl->root_lease)
 		return 0;
 	r = root_free(d, served, served, err);
 	snprintf(up, sizeof(up), "%s", served);
-	while (r == 0 && lease_path_parent(up))
+	while (r == 0 && ws_path_parent(up))
 		r = root_free(d, served, up, err);
 	if (r < 0)
 		return r;
@@ -439,7 +439,7 @@ static int lock_dirs(struct daemon *d, struct lfs_err *err)
 		r = hostlock_take(&spec, d->acquire_deadline, &d->dir_locks[0], &le);
 	}
 	if (r == 0 && store &&
-	    (r = lease_canonical_root(store, canon, sizeof(canon))) < 0)
+	    (r = ws_canonical_root(store, canon, sizeof(canon))) < 0)
 		return lfs_fail(err, EXIT_FAIL, r, "lease directory %s: %s",
 				store, strerror(-r));
 	if (r == 0 && store) {
@@ -502,7 +502,8 @@ static int open_coord(struct daemon *d, struct lfs_err *err)
 		return r;
 	/* What a refused contender reads of us in the store. */
 	snprintf(d->holder, sizeof(d->holder), "%s (session %s)",
-		 o->placement == COORD_SESSION ? d->session_root : o->canon_root,
+		 placement_get(o->placement)->own_dir ? d->session_root :
+		 o->canon_root,
 		 d->session_id);
 	cfg.session_id = d->session_id;
 	so.holder = d->holder;
@@ -587,8 +588,7 @@ static long fd_reserve(void)
 static struct lfs_config policy_for(const struct mount_opts *o,
 				     const char *root)
 {
-	enum coord_placement p = o->placement;
-	bool sole_writer = p != COORD_SHARED;
+	bool sole_writer = placement_get(o->placement)->sole_writer;
 	const char *inode_fds = getenv("LEASEFS_INODE_FDS");
 	struct rlimit rl = { .rlim_cur = RLIM_INFINITY };
 	long fds = 0;
@@ -601,6 +601,7 @@ static struct lfs_config policy_for(const struct mount_opts *o,
 		.entry_timeout = sole_writer ? 86400.0 : 1.0,
 		.attr_timeout = sole_writer ? 86400.0 : 1.0,
 		.keep_cache = sole_writer,
+		.sole_writer = sole_writer,
 		.max_read = o->max_read,
 		.fd_limit = fds,
 		.inode_fds = inode_fds ? strtol(inode_fds, NULL, 10) : 0,

@@ -15,7 +15,7 @@
 
 /* `leasefs mount` as parsed and checked by the CLI. */
 struct mount_opts {
-	enum coord_placement placement;
+	enum placement_id placement;
 	const char *leases;
 	const char *session;
 	double wait_s;
@@ -37,8 +37,6 @@ struct mount_opts {
 /* Run the mount: in the foreground, or as a daemon whose parent returns
  * once it serves (or failed).  Returns the exit code. */
 int daemon_mount(struct mount_opts *o);
-
-#define LEASEFS_RUN_DIR "/run/leasefs"
 
 /* Control socket path for a canonical mount point; `out` >= 108 bytes. */
 int control_path(const char *mountpoint, char *out, size_t outsz);

@@ -25,6 +25,8 @@ struct lfs_config {
 	double entry_timeout;      /* seconds the kernel may cache names */
 	double attr_timeout;       /* ... and attributes */
 	bool keep_cache;           /* page cache and listings kept across opens */
+	bool sole_writer;          /* nothing else writes ROOT: the kernel need
+				    * not revalidate pages or listings */
 	unsigned max_read;         /* -o max_read, which init() must repeat;
 				    * 0 = none */
 	long fd_limit;             /* descriptors the passthrough may hold:

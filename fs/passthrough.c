@@ -1312,7 +1312,6 @@ static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct lfs_session *sess = userdata;
 	struct lfs *fs = sess->fs;
-	bool excl = atomic_load(&fs->keep_cache);
 
 	/* Splice both ways.  Measured on 2 cores, interleaved: 512 MiB
 	 * dd+fsync 760-816 MB/s with splice-in vs 320-620 without; untar and
@@ -1335,7 +1334,7 @@ static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 	/* flock and POSIX locks are kept by the kernel (no lock ops): one
 	 * mount is one lock domain. */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
-	if (excl) {
+	if (fs->cfg.sole_writer) {
 		conn->want &= ~(FUSE_CAP_READDIRPLUS_AUTO |
 				FUSE_CAP_AUTO_INVAL_DATA);
 	} else {

@@ -66,24 +66,6 @@ bool lease_deadline_passed(int64_t deadline);
  */
 int lease_name_validate(const char *name, struct lease_err *err);
 
-/*
- * Canonical workspace root: absolute, lexically cleaned, symlinks resolved;
- * for a path that does not exist yet, the longest existing ancestor is
- * resolved and the rest appended.  `out` has room for PATH_MAX bytes.
- */
-int lease_canonical_root(const char *path, char *out, size_t outsz);
-
-/* The directory above canonical `path`, in place; false at "/". */
-bool lease_path_parent(char *path);
-
-/* Component-wise: `path` is `root` or lies below it (both canonical). */
-bool lease_path_within(const char *path, const char *root);
-
-/* "workspace-roots/<hex sha256 of canonical root>"; `out` >= 81 bytes. */
-int lease_root_name(const char *canonical_root, char *out, size_t outsz);
-/* "sessions/<uuid>"; `out` >= 46 bytes.  uuid must be a lowercase RFC 4122
- * textual UUID. */
-int lease_session_name(const char *uuid, char *out, size_t outsz);
 /* Random v4 UUID, lowercase; `out` >= 37 bytes. */
 int lease_uuid_random(char *out, size_t outsz);
 bool lease_uuid_valid(const char *uuid);

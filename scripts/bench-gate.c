@@ -66,7 +66,7 @@ int main(int argc, char **argv)
 	struct lease_store *store = NULL;
 	struct lease_err err = { 0 };
 	struct coord *c = NULL;
-	struct coord_config cfg = { .placement = COORD_EXCLUSIVE };
+	struct coord_config cfg = { .placement = PLACEMENT_EXCLUSIVE };
 	char uri[4096];
 	char *end;
 	long n;

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "coord.h"
+#include "roots.h"
 #include "lease.h"
 #include "mem.h"
 #include "testutil.h"
@@ -110,11 +111,11 @@ static int fx_setup(void **state)
 	pthread_cond_init(&f->cv, NULL);
 	f->store = tu_open_store("mem", NULL);
 	f->root = tu_mkdtemp("coord");
-	assert_int_equal(lease_canonical_root(f->root, f->canon,
+	assert_int_equal(ws_canonical_root(f->root, f->canon,
 					      sizeof(f->canon)), 0);
-	assert_int_equal(lease_root_name(f->canon, f->root_name,
+	assert_int_equal(ws_root_name(f->canon, f->root_name,
 					 sizeof(f->root_name)), 0);
-	f->cfg.placement = COORD_EXCLUSIVE;
+	f->cfg.placement = PLACEMENT_EXCLUSIVE;
 	f->cfg.root = f->root;
 	f->cfg.session_id = SESSION_UUID;
 	f->cfg.store = f->store;
@@ -216,7 +217,7 @@ static void test_exclusive_holds_both(void **state)
 	assert_string_equal(coord_session_id(c), SESSION_UUID);
 	assert_string_equal(coord_session_lease_name(c),
 			    "sessions/" SESSION_UUID);
-	assert_int_equal(coord_placement(c), COORD_EXCLUSIVE);
+	assert_ptr_equal(coord_placement(c), placement_get(PLACEMENT_EXCLUSIVE));
 	assert_int_equal(coord_state(c), COORD_HELD);
 	assert_int_equal(coord_healthy(c), 0);
 
@@ -357,7 +358,7 @@ static void test_bad_config(void **state)
 	assert_int_equal(coord_open(&f->cfg, &c, &err), -EINVAL);
 	assert_int_equal(err.kind, LEASE_E_USAGE);
 	f->cfg.store = f->store;
-	f->cfg.placement = (enum coord_placement)42;
+	f->cfg.placement = (enum placement_id)42;
 	assert_int_equal(coord_open(&f->cfg, &c, &err), -EINVAL);
 	assert_int_equal(err.kind, LEASE_E_USAGE);
 	assert_null(c);
@@ -367,17 +368,17 @@ static void test_bad_config(void **state)
 
 static void test_placement_parse(void **state)
 {
-	enum coord_placement p;
+	enum placement_id p;
 
 	(void)state;
-	assert_int_equal(coord_placement_parse("exclusive", &p), 0);
-	assert_int_equal(p, COORD_EXCLUSIVE);
-	assert_int_equal(coord_placement_parse("session", &p), 0);
-	assert_int_equal(p, COORD_SESSION);
-	assert_int_equal(coord_placement_parse("shared", &p), 0);
-	assert_int_equal(p, COORD_SHARED);
-	assert_int_equal(coord_placement_parse("Shared", &p), -EINVAL);
-	assert_int_equal(coord_placement_parse("", &p), -EINVAL);
+	assert_int_equal(placement_parse("exclusive", &p), 0);
+	assert_int_equal(p, PLACEMENT_EXCLUSIVE);
+	assert_int_equal(placement_parse("session", &p), 0);
+	assert_int_equal(p, PLACEMENT_SESSION);
+	assert_int_equal(placement_parse("shared", &p), 0);
+	assert_int_equal(p, PLACEMENT_SHARED);
+	assert_int_equal(placement_parse("Shared", &p), -EINVAL);
+	assert_int_equal(placement_parse("", &p), -EINVAL);
 	assert_string_equal(coord_state_str(COORD_SHUTTING_DOWN),
 			    "shutting-down");
 	assert_string_equal(coord_state_str(COORD_LOST), "lost");
@@ -675,7 +676,7 @@ static void test_session_placement(void **state)
 	struct coord *c;
 	struct stat st;
 
-	f->cfg.placement = COORD_SESSION;
+	f->cfg.placement = PLACEMENT_SESSION;
 	c = fx_open(f);
 	snprintf(want, sizeof(want), "%s/%s", f->canon, SESSION_UUID);
 	assert_string_equal(coord_root(c), want);
@@ -705,7 +706,7 @@ static void test_session_placement_not_a_dir(void **state)
 	char path[PATH_MAX + 64];
 	int fd;
 
-	f->cfg.placement = COORD_SESSION;
+	f->cfg.placement = PLACEMENT_SESSION;
 	snprintf(path, sizeof(path), "%s/%s", f->root, SESSION_UUID);
 	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
 	assert_true(fd >= 0);
@@ -721,7 +722,7 @@ static void test_shared_placement(void **state)
 	struct fx *f = *state;
 	struct coord *c;
 
-	f->cfg.placement = COORD_SHARED;
+	f->cfg.placement = PLACEMENT_SHARED;
 	c = fx_open(f);
 	assert_string_equal(coord_root(c), f->canon);
 	assert_string_equal(coord_root_lease_name(c), "");

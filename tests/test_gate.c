@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "coord.h"
+#include "roots.h"
 #include "gate.h"
 #include "ops.h"
 #include "mem.h"
@@ -187,7 +188,7 @@ struct fx {
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
-	struct coord_config cfg = { .placement = COORD_EXCLUSIVE };
+	struct coord_config cfg = { .placement = PLACEMENT_EXCLUSIVE };
 	struct lease_err err = { 0 };
 
 	assert_non_null(f);
@@ -230,8 +231,8 @@ static void lose_root(struct fx *f)
 	char name[LEASE_NAME_MAX + 1];
 	char canon[PATH_MAX];
 
-	assert_int_equal(lease_canonical_root(f->root, canon, sizeof(canon)), 0);
-	assert_int_equal(lease_root_name(canon, name, sizeof(name)), 0);
+	assert_int_equal(ws_canonical_root(f->root, canon, sizeof(canon)), 0);
+	assert_int_equal(ws_root_name(canon, name, sizeof(name)), 0);
 	assert_int_equal(lease_mem_force_loss(f->store, name,
 					      LEASE_LOSS_TAKEOVER), 0);
 	assert_int_not_equal(coord_healthy(f->coord), 0);

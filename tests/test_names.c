@@ -15,6 +15,7 @@
 #include <openssl/evp.h>
 
 #include "lease.h"
+#include "roots.h"
 #include "testutil.h"
 
 /* ---- grammar ----------------------------------------------------------- */
@@ -139,7 +140,7 @@ static int tree_setup(void **state)
 	snprintf(t->link, sizeof(t->link), "%s/link", t->tmp);
 	assert_int_equal(mkdir(t->root, 0700), 0);
 	assert_int_equal(symlink(t->root, t->link), 0);
-	assert_int_equal(lease_canonical_root(t->root, t->canon,
+	assert_int_equal(ws_canonical_root(t->root, t->canon,
 					      sizeof(t->canon)), 0);
 	*state = t;
 	return 0;
@@ -159,11 +160,11 @@ static void assert_same_root(const char *spelling, const char *want)
 {
 	char got[PATH_MAX], n1[100], n2[100];
 
-	assert_int_equal(lease_canonical_root(spelling, got, sizeof(got)), 0);
+	assert_int_equal(ws_canonical_root(spelling, got, sizeof(got)), 0);
 	if (strcmp(got, want) != 0)
 		fail_msg("'%s' -> '%s', want '%s'", spelling, got, want);
-	assert_int_equal(lease_root_name(got, n1, sizeof(n1)), 0);
-	assert_int_equal(lease_root_name(want, n2, sizeof(n2)), 0);
+	assert_int_equal(ws_root_name(got, n1, sizeof(n1)), 0);
+	assert_int_equal(ws_root_name(want, n2, sizeof(n2)), 0);
 	assert_string_equal(n1, n2);
 }
 
@@ -253,13 +254,13 @@ static void test_canon_edges(void **state)
 	char out[PATH_MAX];
 
 	(void)state;
-	assert_int_equal(lease_canonical_root("", out, sizeof(out)), -EINVAL);
-	assert_int_equal(lease_canonical_root(NULL, out, sizeof(out)), -EINVAL);
-	assert_int_equal(lease_canonical_root("/", out, sizeof(out)), 0);
+	assert_int_equal(ws_canonical_root("", out, sizeof(out)), -EINVAL);
+	assert_int_equal(ws_canonical_root(NULL, out, sizeof(out)), -EINVAL);
+	assert_int_equal(ws_canonical_root("/", out, sizeof(out)), 0);
 	assert_string_equal(out, "/");
-	assert_int_equal(lease_canonical_root("/../..", out, sizeof(out)), 0);
+	assert_int_equal(ws_canonical_root("/../..", out, sizeof(out)), 0);
 	assert_string_equal(out, "/");
-	assert_int_equal(lease_canonical_root("/", out, 1), -ENAMETOOLONG);
+	assert_int_equal(ws_canonical_root("/", out, 1), -ENAMETOOLONG);
 }
 
 /* ---- root and session names ---------------------------------------------- */
@@ -270,12 +271,12 @@ static void test_root_name_known_answer(void **state)
 
 	(void)state;
 	/* printf %s /some/path | sha256sum */
-	assert_int_equal(lease_root_name("/some/path", name, sizeof(name)), 0);
+	assert_int_equal(ws_root_name("/some/path", name, sizeof(name)), 0);
 	assert_string_equal(name, "workspace-roots/"
 			    "eda6cf0b63f1a1d2eaf7792a2a98c832"
 			    "c21a18e6992bcebffe6381781cc85cbc");
 	assert_int_equal(lease_name_validate(name, NULL), 0);
-	assert_int_equal(lease_root_name("/some/path", name, 80), -ERANGE);
+	assert_int_equal(ws_root_name("/some/path", name, 80), -ERANGE);
 }
 
 static void test_root_names_differ(void **state)
@@ -283,8 +284,8 @@ static void test_root_names_differ(void **state)
 	char a[81], b[81];
 
 	(void)state;
-	assert_int_equal(lease_root_name("/a", a, sizeof(a)), 0);
-	assert_int_equal(lease_root_name("/b", b, sizeof(b)), 0);
+	assert_int_equal(ws_root_name("/a", a, sizeof(a)), 0);
+	assert_int_equal(ws_root_name("/b", b, sizeof(b)), 0);
 	assert_string_not_equal(a, b);
 }
 
@@ -323,14 +324,14 @@ static void test_session_name(void **state)
 	const char *u = "0b5c7f2e-1d3a-4e5f-8a9b-0c1d2e3f4a5b";
 
 	(void)state;
-	assert_int_equal(lease_session_name(u, name, sizeof(name)), 0);
+	assert_int_equal(ws_session_name(u, name, sizeof(name)), 0);
 	assert_string_equal(name, "sessions/0b5c7f2e-1d3a-4e5f-8a9b-0c1d2e3f4a5b");
 	assert_int_equal(lease_name_validate(name, NULL), 0);
-	assert_int_equal(lease_session_name("not-a-uuid", name, sizeof(name)),
+	assert_int_equal(ws_session_name("not-a-uuid", name, sizeof(name)),
 			 -EINVAL);
-	assert_int_equal(lease_session_name("0B5C7F2E-1D3A-4E5F-8A9B-0C1D2E3F4A5B",
+	assert_int_equal(ws_session_name("0B5C7F2E-1D3A-4E5F-8A9B-0C1D2E3F4A5B",
 					    name, sizeof(name)), -EINVAL);
-	assert_int_equal(lease_session_name(u, name, 45), -ERANGE);
+	assert_int_equal(ws_session_name(u, name, 45), -ERANGE);
 }
 
 /* ---- SHA-256 -------------------------------------------------------- */

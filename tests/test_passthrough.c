@@ -332,7 +332,7 @@ static void test_gate_over_real_ops(void **state)
 {
 	struct fx *f = *state;
 	struct lease_store *store = tu_open_store("mem", NULL);
-	struct coord_config cfg = { .placement = COORD_EXCLUSIVE,
+	struct coord_config cfg = { .placement = PLACEMENT_EXCLUSIVE,
 				    .root = f->root, .store = store };
 	const struct fuse_lowlevel_ops *in = lfs_ops(), *out;
 	void (*const *a)(void) = (void (*const *)(void))(const void *)in;

@@ -26,14 +26,8 @@
 #include <stdint.h>
 
 #include "lease.h"
+#include "placement.h"
 
-enum coord_placement {
-	COORD_EXCLUSIVE, /* root lease on ROOT */
-	COORD_SESSION,   /* root = ROOT/<session uuid>, created 0700; no root lease */
-	COORD_SHARED,    /* no root lease; always healthy */
-};
-int coord_placement_parse(const char *s, enum coord_placement *out);
-const char *coord_placement_str(enum coord_placement p);
 
 enum coord_state {
 	COORD_HELD,
@@ -44,7 +38,7 @@ enum coord_state {
 const char *coord_state_str(enum coord_state st);
 
 struct coord_config {
-	enum coord_placement placement;
+	enum placement_id placement;
 	const char *root;        /* as the user gave it */
 	const char *session_id;  /* lowercase UUID; NULL = random */
 	struct lease_store *store; /* borrowed; must outlive the coordinator */
@@ -134,7 +128,7 @@ long coord_inflight(const struct coord *c);
  * and session for TTL stores), 0 when the store fences natively. */
 int64_t coord_safe_until(const struct coord *c);
 enum lease_loss coord_loss_reason(struct coord *c);
-enum coord_placement coord_placement(const struct coord *c);
+const struct placement *coord_placement(const struct coord *c);
 const char *coord_root(const struct coord *c);       /* canonical, effective root */
 const char *coord_session_id(const struct coord *c);
 const char *coord_root_lease_name(const struct coord *c); /* "" if none */

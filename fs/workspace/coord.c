@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "coord.h"
+#include "roots.h"
 
 #define DEFAULT_RELEASE_TIMEOUT_MS 5000
 
@@ -35,7 +36,7 @@ typedef void (*coord_release_observer)(void *ud, const char *lease_name,
 
 struct coord {
 	/* Fixed by coord_open(); read-only afterwards. */
-	enum coord_placement placement;
+	const struct placement *pl;  /* what its placement means */
 	struct lease_store *store;
 	struct lease *root_lease;    /* NULL unless exclusive */
 	struct lease *session_lease;
@@ -48,7 +49,7 @@ struct coord {
 	void (*log)(void *userdata, const char *msg);
 	void *log_userdata;
 	char root[PATH_MAX];
-	bool made_session_dir;       /* session placement created root */
+	bool made_session_dir;       /* its own directory was made by it */
 	char session_id[37];
 	char root_name[LEASE_NAME_MAX + 1];
 	char session_name[LEASE_NAME_MAX + 1];
@@ -85,31 +86,6 @@ struct coord {
 };
 
 /* ---- small tables --------------------------------------------------- */
-
-int coord_placement_parse(const char *s, enum coord_placement *out)
-{
-	static const enum coord_placement all[] = {
-		COORD_EXCLUSIVE, COORD_SESSION, COORD_SHARED,
-	};
-
-	for (size_t i = 0; s && i < sizeof(all) / sizeof(all[0]); i++) {
-		if (strcmp(s, coord_placement_str(all[i])) == 0) {
-			*out = all[i];
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
-const char *coord_placement_str(enum coord_placement p)
-{
-	switch (p) {
-	case COORD_EXCLUSIVE: return "exclusive";
-	case COORD_SESSION: return "session";
-	case COORD_SHARED: return "shared";
-	}
-	return "unknown";
-}
 
 const char *coord_state_str(enum coord_state st)
 {
@@ -175,11 +151,11 @@ static void on_lease_loss(struct lease *lease, enum lease_loss why,
 	struct coord *c = userdata;
 
 	(void)lease;
-	if (c->placement != COORD_SHARED) {
+	if (c->pl->fenced) {
 		latch_lost(c, why);
 		return;
 	}
-	/* Shared placement is gated by no lease: admission stays open, but
+	/* An unfenced placement is gated by no lease: admission stays open, but
 	 * the owner still has to acknowledge the loss (coord_fence). */
 	if (why != LEASE_LOSS_RELEASED && c->on_loss)
 		c->on_loss(c->on_loss_userdata, why);
@@ -238,7 +214,7 @@ int coord_healthy(struct coord *c)
 
 	if (WORD_STATE(w) != COORD_HELD)
 		return state_errno(WORD_STATE(w));
-	if (c->placement == COORD_SHARED)
+	if (!c->pl->fenced)
 		return 0;
 	why = lease_gone(c->root_lease, &now);
 	if (why == LEASE_LOSS_NONE)
@@ -390,7 +366,7 @@ static void hold_lost(struct coord *c)
 
 int coord_fence(struct coord *c, int64_t drain_timeout_ms)
 {
-	if (c->placement != COORD_SHARED) {
+	if (c->pl->fenced) {
 		if (WORD_STATE(atomic_load(&c->word)) != COORD_LOST)
 			return -EINVAL;
 		if (wait_drained(c, drain_timeout_ms) < 0) {
@@ -525,8 +501,7 @@ static int check_config(const struct coord_config *cfg, struct lease_err *err)
 	if (!cfg->root || !*cfg->root)
 		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
 				     "coordinator: no workspace root given");
-	if (cfg->placement != COORD_EXCLUSIVE &&
-	    cfg->placement != COORD_SESSION && cfg->placement != COORD_SHARED)
+	if (!placement_get(cfg->placement))
 		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
 				     "coordinator: unknown placement %d",
 				     (int)cfg->placement);
@@ -559,7 +534,7 @@ static int resolve_scopes(struct coord *c)
 	size_t n = 0;
 
 	snprintf(path, sizeof(path), "%s", c->root);
-	while (lease_path_parent(path))
+	while (ws_path_parent(path))
 		n++;
 	c->scopes = calloc(n ? n : 1, sizeof(*c->scopes));
 	c->scope_names = calloc(n ? n : 1, sizeof(*c->scope_names));
@@ -567,9 +542,9 @@ static int resolve_scopes(struct coord *c)
 	if (!c->scopes || !c->scope_names || !c->scope_paths)
 		return -ENOMEM;
 	snprintf(path, sizeof(path), "%s", c->root);
-	for (c->nscopes = 0; lease_path_parent(path); c->nscopes++) {
+	for (c->nscopes = 0; ws_path_parent(path); c->nscopes++) {
 		snprintf(c->scope_paths[c->nscopes], PATH_MAX, "%s", path);
-		if (lease_root_name(path, c->scopes[c->nscopes],
+		if (ws_root_name(path, c->scopes[c->nscopes],
 				    sizeof(c->scopes[0])) < 0)
 			return -EINVAL;
 		c->scope_names[c->nscopes] = c->scopes[c->nscopes];
@@ -598,26 +573,26 @@ static int resolve_names(struct coord *c, const struct coord_config *cfg,
 					sizeof(c->session_id))) < 0)
 		return lease_err_set(err, LEASE_E_IO, r, NULL, "coordinator: "
 				     "random session id: %s", strerror(-r));
-	r = lease_session_name(c->session_id, c->session_name,
+	r = ws_session_name(c->session_id, c->session_name,
 			       sizeof(c->session_name));
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
 				     "coordinator: bad session id");
-	r = lease_canonical_root(cfg->root, base, sizeof(base));
+	r = ws_canonical_root(cfg->root, base, sizeof(base));
 	if (r < 0)
 		return canon_err(err, r, "workspace root", cfg->root);
-	if (cfg->placement != COORD_SESSION) {
+	if (!c->pl->own_dir) {
 		snprintf(c->root, sizeof(c->root), "%s", base);
 	} else {
 		snprintf(joined, sizeof(joined), "%s/%s",
 			 strcmp(base, "/") == 0 ? "" : base, c->session_id);
-		r = lease_canonical_root(joined, c->root, sizeof(c->root));
+		r = ws_canonical_root(joined, c->root, sizeof(c->root));
 		if (r < 0)
 			return canon_err(err, r, "session root", joined);
 	}
-	if (cfg->placement != COORD_EXCLUSIVE)
+	if (!c->pl->root_lease)
 		return 0;
-	r = lease_root_name(c->root, c->root_name, sizeof(c->root_name));
+	r = ws_root_name(c->root, c->root_name, sizeof(c->root_name));
 	if (r == 0)
 		r = resolve_scopes(c);
 	if (r < 0)
@@ -634,42 +609,16 @@ int coord_check_lease_dir(const char *root, const char *dir,
 
 	if (!dir)
 		return 0;
-	r = lease_canonical_root(dir, canon, sizeof(canon));
+	r = ws_canonical_root(dir, canon, sizeof(canon));
 	if (r < 0)
 		return canon_err(err, r, "lease directory", dir);
-	if (!lease_path_within(canon, root))
+	if (!ws_path_within(canon, root))
 		return 0;
 	return lease_err_set(err, LEASE_E_USAGE, 0, root,
 			     "lease directory %s is %s the workspace root %s; "
 			     "put the leases outside the workspace", canon,
 			     strcmp(canon, root) == 0 ? "equal to" : "inside",
 			     root);
-}
-
-/* Session placement: ROOT/<uuid>, created 0700 if missing. */
-static int make_session_dir(struct coord *c, struct lease_err *err)
-{
-	struct stat st;
-
-	if (mkdir(c->root, 0700) == 0) {
-		c->made_session_dir = true;
-		if (chmod(c->root, 0700) < 0)
-			goto fail;
-		return 0;
-	}
-	if (errno != EEXIST)
-		goto fail;
-	if (stat(c->root, &st) < 0)
-		goto fail;
-	if (!S_ISDIR(st.st_mode)) {
-		errno = ENOTDIR;
-		goto fail;
-	}
-	return 0;
-fail:
-	return lease_err_set(err, LEASE_E_IO, -errno, c->root,
-			     "coordinator: session directory %s: %s", c->root,
-			     strerror(errno));
 }
 
 static void release_quietly(struct coord *c, struct lease **l)
@@ -758,13 +707,13 @@ static int take_leases(struct coord *c, const struct coord_config *cfg,
 			  &c->session_lease, err);
 	if (r < 0)
 		return r;
-	if (cfg->placement == COORD_EXCLUSIVE) {
+	if (c->pl->root_lease) {
 		r = take_root(c, cfg->acquire_deadline, err);
 		if (r < 0)
 			goto out_session;
 	}
-	if (cfg->placement == COORD_SESSION) {
-		r = make_session_dir(c, err);
+	if (c->pl->own_dir) {
+		r = placement_make_dir(c->root, &c->made_session_dir, err);
 		if (r < 0)
 			goto out_session;
 	}
@@ -805,7 +754,7 @@ int coord_open(const struct coord_config *cfg, struct coord **out,
 		return lease_err_set(err, LEASE_E_IO, r, NULL,
 				     "coordinator: %s", strerror(-r));
 	}
-	c->placement = cfg->placement;
+	c->pl = placement_get(cfg->placement);
 	c->store = cfg->store;
 	c->release_timeout_ms = cfg->release_timeout_ms ?
 				cfg->release_timeout_ms :
@@ -891,9 +840,9 @@ int64_t coord_safe_until(const struct coord *c)
 	return r;
 }
 
-enum coord_placement coord_placement(const struct coord *c)
+const struct placement *coord_placement(const struct coord *c)
 {
-	return c->placement;
+	return c->pl;
 }
 
 const char *coord_root(const struct coord *c)

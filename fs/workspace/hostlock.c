@@ -31,8 +31,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon.h"
 #include "hostlock.h"
+#include "roots.h"
 
 #define ROOTS_DIR LEASEFS_RUN_DIR "/roots"
 #define HOLDERS_DIR LEASEFS_RUN_DIR "/holders"
@@ -101,7 +101,7 @@ static void mount_seen(struct want *w, size_t n, const char *dev,
 	size_t l = strlen(point);
 
 	for (size_t i = 0; i < n; i++) {
-		if (!lease_path_within(w[i].path, point) ||
+		if (!ws_path_within(w[i].path, point) ||
 		    (w[i].found && l < w[i].point_len))
 			continue;
 		snprintf(w[i].dev, sizeof(w[i].dev), "%s", dev);
@@ -229,7 +229,7 @@ static int plan(struct hostlock *h, const struct hostlock_spec *spec)
 	int r;
 
 	snprintf(path, sizeof(path), "%s", spec->path);
-	while (lease_path_parent(path))
+	while (ws_path_parent(path))
 		n++;
 	w = calloc(n, sizeof(*w));
 	if (!w)
@@ -237,7 +237,7 @@ static int plan(struct hostlock *h, const struct hostlock_spec *spec)
 	snprintf(path, sizeof(path), "%s", spec->path);
 	for (size_t i = 0; i < n; i++) {
 		snprintf(w[i].path, sizeof(w[i].path), "%s", path);
-		lease_path_parent(path);
+		ws_path_parent(path);
 	}
 	r = mounts_scan(w, n);
 	for (size_t i = 0; r == 0 && i < n; i++) {
