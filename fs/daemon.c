@@ -484,7 +484,7 @@ static int open_coord(struct daemon *d, struct lfs_err *err)
 	};
 	struct coord_config cfg = {
 		.placement = o->placement,
-		.root = o->root,
+		.root = o->canon_root,
 		.acquire_deadline = d->acquire_deadline,
 		.after_acquire = after_acquire,
 		.after_acquire_userdata = d,

@@ -11,11 +11,13 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <time.h>
 
 #include "coord.h"
 #include "lease.h"
+#include "roots.h"
 
 struct run {
 	struct coord *coord;
@@ -67,7 +69,7 @@ int main(int argc, char **argv)
 	struct lease_err err = { 0 };
 	struct coord *c = NULL;
 	struct coord_config cfg = { .placement = PLACEMENT_EXCLUSIVE };
-	char uri[4096];
+	char uri[4096], root[PATH_MAX];
 	char *end;
 	long n;
 	int rc = 1;
@@ -86,7 +88,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench-gate: %s\n", err.msg);
 		return 1;
 	}
-	cfg.root = argv[2];
+	if (ws_canonical_root(argv[2], root, sizeof(root)) != 0) {
+		fprintf(stderr, "bench-gate: bad root: %s\n", argv[2]);
+		goto out;
+	}
+	cfg.root = root;
 	cfg.store = store;
 	if (coord_open(&cfg, &c, &err) != 0) {
 		fprintf(stderr, "bench-gate: %s\n", err.msg);

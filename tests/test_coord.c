@@ -116,7 +116,7 @@ static int fx_setup(void **state)
 	assert_int_equal(ws_root_name(f->canon, f->root_name,
 					 sizeof(f->root_name)), 0);
 	f->cfg.placement = PLACEMENT_EXCLUSIVE;
-	f->cfg.root = f->root;
+	f->cfg.root = f->canon;
 	f->cfg.session_id = SESSION_UUID;
 	f->cfg.store = f->store;
 	f->cfg.on_loss = on_loss;
@@ -274,7 +274,7 @@ static void test_busy_releases_session(void **state)
 	struct fx *f = *state;
 	struct lease_err err = { 0 };
 	struct lease *pre = NULL;
-	char link[PATH_MAX + 8];
+	char link[PATH_MAX + 8], canon[PATH_MAX];
 	int64_t t0;
 
 	assert_int_equal(lease_acquire(f->store, f->root_name,
@@ -287,14 +287,16 @@ static void test_busy_releases_session(void **state)
 	assert_busy(f, lease_epoch(pre));
 	assert_true(lease_now_ns() - t0 >= 100 * 1000000LL);
 
-	/* the same root spelled through a symlink is the same lease */
+	/* the same root spelled through a symlink is the same lease, once
+	 * the caller canonicalized it; a root it did not is refused */
 	f->cfg.acquire_deadline = 0;
 	snprintf(link, sizeof(link), "%s.lnk", f->root);
 	assert_int_equal(symlink(f->root, link), 0);
-	f->cfg.root = link;
+	assert_int_equal(ws_canonical_root(link, canon, sizeof(canon)), 0);
+	f->cfg.root = canon;
 	assert_busy(f, lease_epoch(pre));
 	unlink(link);
-	f->cfg.root = f->root;
+	f->cfg.root = f->canon;
 
 	/* session placement dir is not created on a busy exclusive open */
 	lease_free(pre);
@@ -353,7 +355,14 @@ static void test_bad_config(void **state)
 	f->cfg.root = "";
 	assert_int_equal(coord_open(&f->cfg, &c, &err), -EINVAL);
 	assert_int_equal(err.kind, LEASE_E_USAGE);
-	f->cfg.root = f->root;
+	/* not canonical: relative, or not lexically clean */
+	f->cfg.root = "relative/root";
+	assert_int_equal(coord_open(&f->cfg, &c, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "not canonical"));
+	f->cfg.root = "/tmp/../tmp/";
+	assert_int_equal(coord_open(&f->cfg, &c, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "not canonical"));
+	f->cfg.root = f->canon;
 	f->cfg.store = NULL;
 	assert_int_equal(coord_open(&f->cfg, &c, &err), -EINVAL);
 	assert_int_equal(err.kind, LEASE_E_USAGE);

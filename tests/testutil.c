@@ -21,13 +21,18 @@ static char last_uri[1024];
 char *tu_mkdtemp(const char *tag)
 {
 	const char *tmp = getenv("TMPDIR");
-	char *path;
+	char *path, *real;
 
 	if (!tmp || !*tmp)
 		tmp = "/tmp";
+
 	assert_true(asprintf(&path, "%s/leasefs-%s-XXXXXX", tmp, tag) > 0);
 	assert_non_null(mkdtemp(path));
-	return path;
+	/* canonical, as the coordinator takes roots */
+	real = realpath(path, NULL);
+	assert_non_null(real);
+	free(path);
+	return real;
 }
 
 static int rm_one(const char *path, const struct stat *sb, int flag,

@@ -501,6 +501,10 @@ static int check_config(const struct coord_config *cfg, struct lease_err *err)
 	if (!cfg->root || !*cfg->root)
 		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
 				     "coordinator: no workspace root given");
+	if (!ws_path_clean(cfg->root))
+		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
+				     "coordinator: workspace root '%s' is not "
+				     "canonical", cfg->root);
 	if (!placement_get(cfg->placement))
 		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
 				     "coordinator: unknown placement %d",
@@ -563,7 +567,6 @@ static void free_scopes(struct coord *c)
 static int resolve_names(struct coord *c, const struct coord_config *cfg,
 			 struct lease_err *err)
 {
-	char base[PATH_MAX], joined[PATH_MAX + 40];
 	int r;
 
 	if (cfg->session_id)
@@ -578,18 +581,16 @@ static int resolve_names(struct coord *c, const struct coord_config *cfg,
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
 				     "coordinator: bad session id");
-	r = ws_canonical_root(cfg->root, base, sizeof(base));
-	if (r < 0)
-		return canon_err(err, r, "workspace root", cfg->root);
-	if (!c->pl->own_dir) {
-		snprintf(c->root, sizeof(c->root), "%s", base);
-	} else {
-		snprintf(joined, sizeof(joined), "%s/%s",
-			 strcmp(base, "/") == 0 ? "" : base, c->session_id);
-		r = ws_canonical_root(joined, c->root, sizeof(c->root));
-		if (r < 0)
-			return canon_err(err, r, "session root", joined);
-	}
+	/* Its own directory is ROOT/<uuid>: canonical as ROOT is. */
+	if (!c->pl->own_dir)
+		r = snprintf(c->root, sizeof(c->root), "%s", cfg->root);
+	else
+		r = snprintf(c->root, sizeof(c->root), "%s/%s",
+			     strcmp(cfg->root, "/") == 0 ? "" : cfg->root,
+			     c->session_id);
+	if (r >= (int)sizeof(c->root))
+		return lease_err_set(err, LEASE_E_USAGE, 0, NULL, "coordinator: "
+				     "workspace root '%s' too long", cfg->root);
 	if (!c->pl->root_lease)
 		return 0;
 	r = ws_root_name(c->root, c->root_name, sizeof(c->root_name));

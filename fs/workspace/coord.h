@@ -39,7 +39,9 @@ const char *coord_state_str(enum coord_state st);
 
 struct coord_config {
 	enum placement_id placement;
-	const char *root;        /* as the user gave it */
+	/* The canonical root (ws_canonical_root): what the caller checked
+	 * is what is leased; the coordinator resolves nothing again. */
+	const char *root;
 	const char *session_id;  /* lowercase UUID; NULL = random */
 	struct lease_store *store; /* borrowed; must outlive the coordinator */
 	int64_t acquire_deadline; /* absolute; 0 = one try (fail at once if busy) */

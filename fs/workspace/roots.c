@@ -167,6 +167,15 @@ int ws_session_name(const char *uuid, char *out, size_t outsz)
 	return 0;
 }
 
+bool ws_path_clean(const char *path)
+{
+	char clean[PATH_MAX];
+
+	return path && path[0] == '/' &&
+	       lexical_clean(path, clean, sizeof(clean)) == 0 &&
+	       strcmp(clean, path) == 0;
+}
+
 bool ws_path_within(const char *path, const char *root)
 {
 	size_t n = strlen(root);

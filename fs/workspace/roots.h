@@ -22,6 +22,10 @@
  */
 int ws_canonical_root(const char *path, char *out, size_t outsz);
 
+/* Absolute and lexically clean: no ".", "..", repeated or trailing "/".
+ * (What a canonical root looks like, without resolving symlinks.) */
+bool ws_path_clean(const char *path);
+
 /* The directory above canonical `path`, in place; false at "/". */
 bool ws_path_parent(char *path);
 
