@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# FUSE over io_uring (fs/ring.c): negotiated when the kernel has it enabled
+# FUSE over io_uring (fs/fuse/compat/ring.c): negotiated when the kernel has it enabled
 # and the daemon wants it, one queue per possible CPU; data through the
 # queues intact both ways (large writes in the payload, spliced read
 # replies, large readdir replies); loss turns writes EROFS while reads keep

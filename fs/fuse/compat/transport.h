@@ -16,6 +16,13 @@
  *    /dev/fuse workers keep serving what the kernel still sends there
  *    (forgets, interrupts, requests before the queues registered).
  * The kernel's structures come from its uapi header (<linux/fuse.h>).
+ *
+ * compat/ goes when the libfuse the project builds on can ask for these
+ * itself: libfuse 3.17 negotiates FUSE over io_uring (fuse_loop_cfg,
+ * the uring options) and 3.16 HANDLE_KILLPRIV_V2 with the kill flags in
+ * fuse_file_info; none serves FUSE_TMPFILE yet (that part stays until one
+ * does).  Then the session runs fuse_session_loop_mt() again and this
+ * folder, with its own <linux/fuse.h> declarations, is deleted.
  */
 #ifndef LEASEFS_TRANSPORT_H
 #define LEASEFS_TRANSPORT_H

@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internals of the passthrough, shared by its units and nothing else:
- *   inode.c        inode table, file handles, fd budget, the root record
- *   creds.c        acting as the caller (fsuid/fsgid, groups, umask)
- *   passthrough.c  the operations and the passthrough object
+ *   lfs.c     the object, INIT, the ops table, what a loss changes
+ *   entry.c   names: lookup, forget, create/link/remove/rename entries
+ *   attr.c    attributes, suid/sgid rules, readlink, O_NOATIME after loss
+ *   file.c    open files: create, open, read, write, sync, ranges
+ *   dir.c     directories and statfs
+ *   xattr.c   extended attributes
+ *   inode.c   inode table, file handles, fd budget, the root record
+ *   creds.c   acting as the caller (fsuid/fsgid, groups, umask)
  * The daemon and the gate see only fs.h.
  */
 #ifndef LEASEFS_LFS_INT_H
@@ -17,6 +22,7 @@
 #include <sys/types.h>
 
 #include "fs.h"
+#include "ops.h"
 
 #define LFS_TABLE_MIN_BUCKETS 1024u
 #define PROC_FD_PATH_MAX 32
@@ -193,6 +199,65 @@ void open_put(struct lfs *fs, uid_t uid);
 /* Open the canonical root and make it the pinned root record. */
 int open_root(struct lfs *fs);
 void table_free(struct lfs *fs);
+
+/* ---- the operations ----------------------------------------------------- */
+
+/* lfs_<op> for every op of the table (ops.h); lfs.c builds lfs_ops() of
+ * exactly these. */
+#define LFS_DECLARE_OP(op, kind, doc, params, args) void lfs_##op params;
+LFS_OPS(LFS_DECLARE_OP)
+#undef LFS_DECLARE_OP
+
+/* The one mapping of an internal error (0 or -errno) to a FUSE reply. */
+static inline void reply_err(fuse_req_t req, int rc)
+{
+	fuse_reply_err(req, rc < 0 ? -rc : rc);
+}
+
+/* ---- entry.c ------------------------------------------------------------ */
+
+/* One entry made as the caller: mknod, mkdir, symlink, link (entry.c) or
+ * create (file.c). */
+struct make_args {
+	int dirfd;
+	const char *name;
+	mode_t mode;
+	dev_t rdev;
+	const char *target;   /* symlink */
+	int oldfd;            /* link: O_PATH fd of the existing inode */
+	int open_flags;       /* create */
+	bool excl;            /* create: the caller asked for O_EXCL */
+	int fd_out;           /* create: the opened file */
+};
+
+
+void entry_fill(struct lfs *fs, struct lfs_inode *inode,
+		const struct stat *st, struct fuse_entry_param *e);
+/* Resolve `name` in the directory `dirfd` to a referenced inode and fill
+ * `e`. */
+int lookup_at(struct lfs *fs, int dirfd, const char *name,
+	      struct fuse_entry_param *e);
+
+/* ---- attr.c ------------------------------------------------------------- */
+
+/* O_NOATIME on an open file description, as the daemon; regular files and
+ * directories only. */
+void fd_noatime(struct lfs *fs, int fd);
+/* A file description just opened for a caller: after loss, no atime. */
+void opened(struct lfs *fs, int fd);
+/* After a change by the caller to what `fd` holds: the suid/sgid bits as
+ * the kernel's rules leave them, and the cached attributes dropped if the
+ * mode changed (`before`: the attributes before the change). */
+int settle_sxid(fuse_req_t req, fuse_ino_t ino, int fd,
+		const struct stat *before);
+/* Whether the file has a suid or sgid bit; its attributes in *st. */
+bool has_sxid(int fd, struct stat *st);
+
+/* ---- file.c ------------------------------------------------------------- */
+
+/* The inode itself opened with `flags`, as the caller, through its O_PATH
+ * fd (a magic link, never a name): the new fd, or -errno. */
+int reopen_inode(fuse_req_t req, struct lfs_inode *inode, int flags);
 
 /* ---- creds.c ------------------------------------------------------------ */
 

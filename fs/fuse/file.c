@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The passthrough: open files. create, open, read, write and the
+ * rest of a file handle's life.
+ * (Conventions: lfs.c; shared internals: lfs_int.h.)
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lfs_int.h"
+
+/* ---- files -------------------------------------------------------------- */
+
+static void open_reply_flags(struct lfs *fs, struct fuse_file_info *fi)
+{
+	/* Exclusive and held: this mount is the only legitimate writer, so
+	 * cached pages stay valid across opens. */
+	fi->keep_cache = atomic_load(&fs->keep_cache);
+	/* O_DIRECT: the backing file is opened without it (its alignment
+	 * rules would apply to the daemon's buffers), and the kernel's page
+	 * cache is bypassed for this open instead. */
+	fi->direct_io = (fi->flags & O_DIRECT) != 0;
+	/* Locks are the kernel's and the backing fs reports errors at write
+	 * time, so close needs no FLUSH round trip. */
+	fi->noflush = 1;
+}
+
+/* Flags for opening the backing file on behalf of an open or create.
+ * O_NOFOLLOW is the kernel's business (it resolved the name); an open
+ * through /proc/self/fd must not carry it, and create adds its own. */
+static int backing_flags(int flags)
+{
+	return (flags | O_CLOEXEC) &
+	       ~(O_CREAT | O_EXCL | O_NOCTTY | O_DIRECT | O_NOFOLLOW);
+}
+
+/* A create's flags; for FUSE_TMPFILE (served by the transport as a
+ * create) O_EXCL means "never linkable" and is kept. */
+static int create_flags(int flags)
+{
+	bool tmpfile = (flags & O_TMPFILE) == O_TMPFILE;
+
+	return backing_flags(flags) | (tmpfile ? flags & O_EXCL : 0);
+}
+
+/* A referenced entry for the object open at fd (whose stat is st). */
+static int entry_from_fd(struct lfs *fs, int fd, const struct stat *st,
+			 struct fuse_entry_param *e)
+{
+	char p[PROC_FD_PATH_MAX];
+	int pfd = open(proc_path(p, fd), O_PATH | O_CLOEXEC);
+	struct lfs_inode *inode;
+
+	if (pfd < 0)
+		return neg_errno();
+	inode = table_ref_or_add(fs, pfd, st);
+	if (!inode)
+		return -ENOMEM;
+	entry_fill(fs, inode, st, e);
+	return 0;
+}
+
+/*
+ * Always O_EXCL and O_NOFOLLOW: the kernel sends CREATE only for a name it
+ * believes absent, so an existing name (a symlink among them) means its
+ * cache is stale.  ESTALE makes it look the name up again and open what is
+ * there through the mount, where a symlink resolves in the caller's view.
+ */
+static int make_file(void *a_)
+{
+	struct make_args *a = a_;
+
+	if ((a->open_flags & O_TMPFILE) == O_TMPFILE) {
+		/* Unnamed: in the directory itself, never under a name. */
+		a->fd_out = openat(a->dirfd, ".", a->open_flags, a->mode);
+		return a->fd_out < 0 ? neg_errno() : 0;
+	}
+	a->fd_out = openat(a->dirfd, a->name,
+			   a->open_flags | O_CREAT | O_EXCL | O_NOFOLLOW,
+			   a->mode);
+	if (a->fd_out >= 0)
+		return 0;
+	return errno == EEXIST && !a->excl ? -ESTALE : neg_errno();
+}
+
+/* The open file of a failed or unanswered open or create goes, with its
+ * place in the caller's budget. */
+static void drop_open(struct lfs *fs, int fd, uid_t uid)
+{
+	if (fd >= 0)
+		close(fd);
+	open_put(fs, uid);
+}
+
+void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode, struct fuse_file_info *fi)
+{
+	struct lfs *fs = req_fs(req);
+	struct lfs_inode *dir = inode_of(fs, parent);
+	uid_t uid = fuse_req_ctx(req)->uid;
+	struct make_args a = {
+		.dirfd = -1, .name = name,
+		.mode = mode & ~S_IFMT,
+		.open_flags = create_flags(fi->flags),
+		.excl = (fi->flags & O_EXCL) != 0,
+		.fd_out = -1,
+	};
+	struct fuse_entry_param e;
+	struct stat st;
+	int rc = open_get(fs, uid);
+
+	if (rc < 0) {
+		reply_err(req, rc);
+		return;
+	}
+	rc = a.dirfd = inode_fd(fs, dir);
+	if (a.dirfd >= 0)
+		rc = as_caller_masked(req, make_file, &a, &a.mode);
+	inode_fd_put(dir, a.dirfd);
+	if (!rc)
+		rc = fstat(a.fd_out, &st) < 0 ? neg_errno() : 0;
+	if (!rc)
+		rc = entry_from_fd(fs, a.fd_out, &st, &e);
+	if (rc < 0) {
+		drop_open(fs, a.fd_out, uid);
+		reply_err(req, rc);
+		return;
+	}
+	fi->fh = fh_make(a.fd_out, uid);
+	open_reply_flags(fs, fi);
+	if (fuse_reply_create(req, &e, fi) != 0) {
+		/* The kernel will not release a handle it never received. */
+		drop_open(fs, a.fd_out, uid);
+		table_unref(fs, inode_of(fs, e.ino), 1);
+	}
+}
+
+struct reopen_args {
+	int ifd;
+	int flags;
+	int fd_out;
+};
+
+/* The inode itself, through its O_PATH fd (a magic link, never a name). */
+static int reopen_fn(void *a_)
+{
+	struct reopen_args *a = a_;
+	char p[PROC_FD_PATH_MAX];
+
+	a->fd_out = open(proc_path(p, a->ifd), a->flags);
+	return a->fd_out < 0 ? neg_errno() : 0;
+}
+
+int reopen_inode(fuse_req_t req, struct lfs_inode *inode, int flags)
+{
+	struct reopen_args a = { .ifd = inode_fd(req_fs(req), inode),
+				 .flags = flags, .fd_out = -1 };
+	int rc = a.ifd < 0 ? a.ifd : as_caller(req, reopen_fn, &a);
+
+	inode_fd_put(inode, a.ifd);
+	return rc < 0 ? rc : a.fd_out;
+}
+
+void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct lfs *fs = req_fs(req);
+	struct lfs_inode *inode = inode_of(fs, ino);
+	uid_t uid = fuse_req_ctx(req)->uid;
+	struct stat before;
+	int fd = -1, rc = open_get(fs, uid);
+
+	if (rc < 0) {
+		reply_err(req, rc);
+		return;
+	}
+	rc = fd = reopen_inode(req, inode, backing_flags(fi->flags));
+	/* An O_TRUNC open: the kernel's kill flag, judged after the truncate
+	 * (the backing open truncated already; no owner changed). */
+	if (fd >= 0 && (fi->flags & O_TRUNC) && has_sxid(fd, &before))
+		rc = settle_sxid(req, ino, fd, &before);
+	if (rc < 0) {
+		drop_open(fs, fd, uid);
+		reply_err(req, rc);
+		return;
+	}
+	opened(fs, fd);
+	fi->fh = fh_make(fd, uid);
+	open_reply_flags(fs, fi);
+	if (fuse_reply_open(req, fi) != 0)
+		drop_open(fs, fd, uid);
+}
+
+void lfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+
+	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	buf.buf[0].fd = fh_fd(fi);
+	buf.buf[0].pos = off;
+	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+void lfs_write_buf(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_bufvec *in, off_t off,
+			  struct fuse_file_info *fi)
+{
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+	struct stat before;
+	bool sxid = has_sxid(fh_fd(fi), &before);
+	ssize_t n;
+
+	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	out.buf[0].fd = fh_fd(fi);
+	out.buf[0].pos = off;
+	/* As the caller: the backing filesystem clears set-user-ID and
+	 * capabilities on a write exactly as natively for this caller. */
+	act_as_caller(req);
+	n = may_mutate(req);
+	if (n == 0)
+		n = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
+	if (n >= 0 && sxid) {
+		int k = settle_sxid(req, ino, fh_fd(fi), &before);
+
+		n = k < 0 ? k : n;
+	}
+	if (n < 0)
+		reply_err(req, (int)n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+/* Close-time errors of the backing fs (e.g. NFS) surface here. */
+void lfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int fd = dup(fh_fd(fi));
+
+	if (fd < 0 || close(fd) < 0)
+		reply_err(req, neg_errno());
+	else
+		fuse_reply_err(req, 0);
+}
+
+void lfs_release(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	drop_open(req_fs(req), fh_fd(fi), fh_uid(fi));
+	fuse_reply_err(req, 0);
+}
+
+void lfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		      struct fuse_file_info *fi)
+{
+	int res = datasync ? fdatasync(fh_fd(fi)) : fsync(fh_fd(fi));
+
+	reply_err(req, res < 0 ? neg_errno() : 0);
+}
+
+void lfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+			  off_t offset, off_t length,
+			  struct fuse_file_info *fi)
+{
+	int res = may_mutate(req);
+
+	if (res == 0)
+		res = fallocate(fh_fd(fi), mode, offset, length) < 0 ? neg_errno() : 0;
+	reply_err(req, res);
+}
+
+void lfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
+				off_t off_in, struct fuse_file_info *fi_in,
+				fuse_ino_t ino_out, off_t off_out,
+				struct fuse_file_info *fi_out, size_t len,
+				int flags)
+{
+	ssize_t n = may_mutate(req);
+
+	if (n == 0 && (n = copy_file_range(fh_fd(fi_in), &off_in, fh_fd(fi_out),
+					   &off_out, len, (unsigned)flags)) < 0)
+		n = neg_errno();
+	if (n < 0)
+		reply_err(req, (int)n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+void lfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		      struct fuse_file_info *fi)
+{
+	off_t res = lseek(fh_fd(fi), off, whence);
+
+	if (res < 0)
+		reply_err(req, neg_errno());
+	else
+		fuse_reply_lseek(req, res);
+}
