@@ -17,12 +17,13 @@
  *    (forgets, interrupts, requests before the queues registered).
  * The kernel's structures come from its uapi header (<linux/fuse.h>).
  *
- * compat/ goes when the libfuse the project builds on can ask for these
- * itself: libfuse 3.17 negotiates FUSE over io_uring (fuse_loop_cfg,
- * the uring options) and 3.16 HANDLE_KILLPRIV_V2 with the kill flags in
- * fuse_file_info; none serves FUSE_TMPFILE yet (that part stays until one
- * does).  Then the session runs fuse_session_loop_mt() again and this
- * folder, with its own <linux/fuse.h> declarations, is deleted.
+ * compat/ goes when the libfuse the project builds on (Debian's) asks for
+ * these itself: FUSE_CAP_HANDLE_KILLPRIV_V2 with the kill flags handed to
+ * the filesystem, and FUSE over io_uring (both in upstream releases after
+ * 3.14; check the one Debian ships before deleting).  FUSE_TMPFILE has no
+ * libfuse support at all yet: that part stays until it has.  The session
+ * then runs libfuse's own loop again and this folder, with its copies of
+ * <linux/fuse.h> declarations, is deleted.
  */
 #ifndef LEASEFS_TRANSPORT_H
 #define LEASEFS_TRANSPORT_H
