@@ -367,14 +367,11 @@ static void fire_cb_locked(struct lease *l)
 bool lease_mark_lost(struct lease *l, enum lease_loss why)
 {
 	int expected = LEASE_LOSS_NONE;
-	uint64_t one = 1;
 
 	if (!atomic_compare_exchange_strong(&l->loss, &expected, (int)why))
 		return false;
-	/* An eventfd write of 1 cannot fail short of a counter overflow. */
-	if (write(l->loss_fd, &one, sizeof(one)) < 0) {
-		/* nothing sane to do; the atomic flag is the source of truth */
-	}
+	/* An add of 1 fails only on overflow; the atomic flag is the truth. */
+	(void)eventfd_write(l->loss_fd, 1);
 	pthread_mutex_lock(&l->cb_lock);
 	fire_cb_locked(l);
 	pthread_mutex_unlock(&l->cb_lock);

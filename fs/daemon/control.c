@@ -562,9 +562,9 @@ static int poll_timeout(struct control *ctl)
 /* The coordinator's state moved: take the event, tell the watchers. */
 static void state_event(struct control *ctl, int fd)
 {
-	uint64_t v;
+	eventfd_t v;
 
-	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+	if (eventfd_read(fd, &v) < 0 && errno != EAGAIN)
 		return;
 	watchers_push(ctl);
 }
@@ -718,12 +718,9 @@ fail:
 
 void control_stop(struct control *ctl)
 {
-	uint64_t one = 1;
-
 	if (!ctl)
 		return;
-	if (write(ctl->stop_fd, &one, sizeof(one)) < 0)
-		perror("leasefs: control: stop");
+	(void)eventfd_write(ctl->stop_fd, 1);
 	pthread_join(ctl->thread, NULL);
 	unlink(ctl->path);
 	if (ctl->metrics_dirfd >= 0) {

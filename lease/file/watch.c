@@ -202,11 +202,9 @@ static void hub_unlink_locked(struct hub *h, struct file_lease *fl)
 /* Caller holds hub->lock.  Wake the thread to rebuild its poll set. */
 static void hub_kick_locked(struct hub *h)
 {
-	uint64_t one = 1;
-
-	if (h->running && write(h->kick_fd, &one, sizeof(one)) < 0) {
-		/* the counter is nonzero already: the thread wakes */
-	}
+	/* An add that fails leaves the counter nonzero: the thread wakes. */
+	if (h->running)
+		(void)eventfd_write(h->kick_fd, 1);
 }
 
 /* Whether fd polled readable in p[0..n). */
@@ -290,7 +288,7 @@ static void *hub_main(void *arg)
 	int64_t sweep_at = lease_deadline_ms(RECHECK_MS);
 	struct pollfd *p = NULL;
 	size_t cap = 0, n;
-	uint64_t v;
+	eventfd_t v;
 
 	for (;;) {
 		int64_t left = sweep_at - lease_now_ns();
@@ -306,9 +304,7 @@ static void *hub_main(void *arg)
 		if (poll(p, n, left > 0 ? (int)(left / 1000000 + 1) : 0) < 0 &&
 		    errno != EINTR)
 			break;
-		if (read(h->kick_fd, &v, sizeof(v)) < 0) {
-			/* not kicked */
-		}
+		(void)eventfd_read(h->kick_fd, &v); /* EAGAIN: not kicked */
 		sweep = lease_now_ns() >= sweep_at;
 		if (sweep)
 			sweep_at = lease_deadline_ms(RECHECK_MS);
