@@ -325,7 +325,7 @@ static bool is_pseudo_fs(const char *path)
 static int resolve_paths(struct mount_opts *o, const char *mnt,
 			 struct lfs_err *err)
 {
-	char buf[1024];
+	char *reply = NULL;
 	struct stat st;
 	int r;
 
@@ -349,7 +349,9 @@ static int resolve_paths(struct mount_opts *o, const char *mnt,
 	if (is_pseudo_fs(o->canon_root))
 		return usage_error(err, "workspace root %s is on a kernel pseudo "
 				   "filesystem", o->canon_root);
-	if (control_request(o->mountpoint, "status", buf, sizeof(buf)) == 0)
+	r = control_request(o->mountpoint, "status", &reply);
+	free(reply);
+	if (r == 0)
 		return usage_error(err, "mount point %s is already served by a "
 				   "leasefs daemon; unmount it first",
 				   o->mountpoint);
@@ -476,7 +478,7 @@ static int no_daemon(const char *arg, int r)
 
 static int cmd_status(int argc, char **argv)
 {
-	char mnt[PATH_MAX], buf[8192];
+	char mnt[PATH_MAX], *buf = NULL;
 	bool json = false;
 	const char *arg = NULL;
 	int r;
@@ -495,13 +497,14 @@ static int cmd_status(int argc, char **argv)
 	}
 	r = canonical_mountpoint(arg, mnt);
 	if (r == 0)
-		r = control_request(mnt, "status", buf, sizeof(buf));
+		r = control_request(mnt, "status", &buf);
 	if (r < 0)
 		return no_daemon(arg, r);
 	if (json)
 		fputs(buf, stdout);
 	else
 		print_status_table(buf);
+	free(buf);
 	return EXIT_OK;
 }
 
@@ -527,7 +530,7 @@ static void print_gone(const char *mnt)
 	json_object *o = json_object_new_object();
 	char buf[64];
 
-	control_time_now(buf, sizeof(buf));
+	status_time_now(buf, sizeof(buf));
 	json_object_object_add(o, "mountpoint", json_object_new_string(mnt));
 	json_object_object_add(o, "state", json_object_new_string("gone"));
 	json_object_object_add(o, "time", json_object_new_string(buf));
@@ -573,17 +576,17 @@ static int cmd_watch(int argc, char **argv)
 /* leasefs metrics MOUNTPOINT: the Prometheus text exposition. */
 static int cmd_metrics(int argc, char **argv)
 {
-	static char buf[1 << 16];
-	char mnt[PATH_MAX];
+	char mnt[PATH_MAX], *buf = NULL;
 	int r = 0, code = one_mountpoint(argc, argv, mnt, &r);
 
 	if (code)
 		return code;
 	if (r == 0)
-		r = control_request(mnt, "metrics", buf, sizeof(buf));
+		r = control_request(mnt, "metrics", &buf);
 	if (r < 0)
 		return no_daemon(argv[1], r);
 	fputs(buf, stdout);
+	free(buf);
 	return EXIT_OK;
 }
 

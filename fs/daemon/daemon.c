@@ -676,12 +676,14 @@ static int open_fs(struct daemon *d, struct lfs_err *err)
 static int start_services(struct daemon *d, struct lfs_err *err)
 {
 	struct daemon_info info = {
-		.coord = d->coord,
-		.gate = d->gate,
-		.transport = d->transport,
+		.status = {
+			.coord = d->coord,
+			.gate = d->gate,
+			.transport = d->transport,
+			.backend = d->opts->leases,
+			.mountpoint = d->opts->mountpoint,
+		},
 		.metrics_dir = d->opts->metrics_dir,
-		.backend = d->opts->leases,
-		.mountpoint = d->opts->mountpoint,
 		.on_umount = on_umount,
 		.userdata = d,
 	};

@@ -20,6 +20,7 @@
 
 #define ENUM(op, kind, doc, params, args) GOP_##op,
 enum gate_op { LFS_OPS(ENUM) GOP_COUNT };
+_Static_assert((int)GOP_COUNT == (int)LFS_NOPS, "ops.h counts its table");
 
 #define NAME(op, kind, doc, params, args) [GOP_##op] = #op,
 static const char *const op_names[GOP_COUNT] = { LFS_OPS(NAME) };

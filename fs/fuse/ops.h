@@ -96,6 +96,10 @@
 /* Every member of libfuse 3.14's struct fuse_lowlevel_ops, for naming an
  * operation the table does not know; its size is checked against the
  * struct at build time (gate.c), so a libfuse that adds one fails there. */
+/* How many operations the table has. */
+#define LFS_OPS_COUNT_ONE(op, kind, doc, params, args) +1
+enum { LFS_NOPS = 0 LFS_OPS(LFS_OPS_COUNT_ONE) };
+
 #define LFS_FUSE_MEMBERS(X)                                                   \
 	X(init) X(destroy) X(lookup) X(forget) X(getattr) X(setattr)          \
 	X(readlink) X(mknod) X(mkdir) X(unlink) X(rmdir) X(symlink) X(rename) \

@@ -48,4 +48,23 @@ exec 7>&-
 "$LEASEFS" umount "$M"
 [ ! -e "${files[0]}" ] || fail "textfile left after umount"
 ok "textfile removed at umount"
+
+# A mount point spelled long enough that its label makes the exposition
+# far bigger than any fixed reply buffer (64 KiB once cut it short): the
+# whole of it arrives, and matches the daemon's own textfile.
+long=$T; for i in 1 2 3 4 5 6 7 8 9 10 11 12; do long=$long/$(printf 'm%.0s' {1..240}); done
+mkdir -p "$long"
+mount_ws "$T/root2" "$long" --metrics-dir="$MD"
+tf=("$MD"/leasefs-*.prom)
+[ ${#tf[@]} -eq 1 ] || fail "no textfile for the long mount"
+size=$(stat -c %s "${tf[0]}")
+[ "$size" -gt 65536 ] || fail "textfile only $size bytes: the test proves nothing"
+"$LEASEFS" metrics "$long" >"$T/c.prom"
+got=$(stat -c %s "$T/c.prom")
+[ "$(wc -l <"$T/c.prom")" = "$(wc -l <"${tf[0]}")" ] &&
+	tail -n 1 "$T/c.prom" | grep -q '^leasefs_build_info{' ||
+	fail "exposition cut short: $got bytes, the textfile has $size"
+out=$(promtool check metrics <"$T/c.prom" 2>&1) || fail "promtool long: $out"
+ok "a $got-byte exposition arrives whole (64 KiB cut it before)"
+"$LEASEFS" umount "$long"
 echo PASS

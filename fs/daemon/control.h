@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control socket of a mount: a unix socket per mount point under
+ * LEASEFS_RUN_DIR/ctl (0700, root's), never inside the workspace.  One
+ * request line per connection:
+ *   status   one JSON object (status.h)
+ *   metrics  the Prometheus text exposition
+ *   watch    the status object at once, then one per change of state, as
+ *            the coordinator's state fd fires; open until the daemon exits,
+ *            so a watcher learns of the end by EOF
+ *   umount   "ok", then open until the daemon has torn down, so a client
+ *            can wait for the end by reading to EOF
+ * The server is control.c (with the textfile, textfile.c); the client side
+ * is client.c.
+ */
+#ifndef LEASEFS_CONTROL_H
+#define LEASEFS_CONTROL_H
+
+#include <stddef.h>
+
+#include "status.h"
+
+/* Control socket path for a canonical mount point; `out` >= 108 bytes. */
+int control_path(const char *mountpoint, char *out, size_t outsz);
+
+/* ---- server ----------------------------------------------------------- */
+
+struct control;
+struct daemon_info {
+	struct status_source status; /* what status, watch and metrics show */
+	const char *metrics_dir;     /* canonical; NULL: no textfile */
+	/* Called (from the control thread) on "umount". */
+	void (*on_umount)(void *userdata);
+	void *userdata;
+};
+/* Listen on control_path(info->status.mountpoint) and serve from a
+ * thread. */
+int control_start(const struct daemon_info *info, struct control **out);
+void control_stop(struct control *ctl);
+
+/* ---- client ----------------------------------------------------------- */
+
+/* A connection to the socket at `path`: the fd, or -errno. */
+int control_connect_path(const char *path);
+/* Send `cmd` and read the whole reply, to the daemon's EOF: *out is
+ * malloc'ed and NUL-terminated.  -ENOENT or -ECONNREFUSED when no daemon
+ * serves the mount point. */
+int control_request(const char *mountpoint, const char *cmd, char **out);
+/* Watch the mount's state: on_line gets each status line (without its
+ * newline) as the daemon pushes it; a non-zero return stops the watch and
+ * is returned.  0 once the daemon is gone (EOF). */
+int control_watch(const char *mountpoint, int (*on_line)(const char *, void *),
+		  void *ud);
+/* Ask for umount and wait until the daemon closed its end (it exits
+ * after teardown), at most timeout_ms. */
+int control_umount(const char *mountpoint, int timeout_ms);
+
+#endif
