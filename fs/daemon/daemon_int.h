@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals of the daemon, shared by its units and nothing else:
+ *   daemon.c   the mount's life: open in order, serve, the orderly end
+ *   setup.c    the process: descriptor limits, umask, groups, stdio
+ *   leases.c   preflight refusals, the coordinator, the host lock on ROOT
+ *   mount.c    the FUSE layers composed and mounted
+ *   events.c   the event thread: signals, umount requests, loss
+ * The CLI sees daemon.h; the control socket is control.h.
+ */
+#ifndef LEASEFS_DAEMON_INT_H
+#define LEASEFS_DAEMON_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "daemon.h"
+#include "fs.h"
+#include "gate.h"
+#include "hostlock.h"
+#include "roots.h"
+#include "session.h"
+#include "transport.h"
+
+/* Descriptors a daemon keeps for itself, outside the passthrough's
+ * budget: control clients, watchers and umount waiters (up to 115), the
+ * lease store's (leases, bells, records, connections), eventfds, the FUSE
+ * device, and per FUSE thread (workers, io_uring queues) its splice and
+ * peek pipes.  A lower open files limit than FD_SPARE more is refused
+ * before anything is taken. */
+#define FD_RESERVE_BASE 256
+#define FD_RESERVE_PER_THREAD 6
+#define FD_SPARE 256
+/* FUSE_HANDLE_KILLPRIV_V2 when the kernel offers it (README: measured). */
+#define KILLPRIV_V2_DEFAULT true
+/* FUSE over io_uring when the kernel has it enabled (README: measured). */
+#define IO_URING_DEFAULT true
+#define DRAIN_TIMEOUT_MS 10000
+#define FENCE_STEP_MS 200
+#define RO_RETRY_MIN_MS 50
+#define RO_RETRY_MAX_MS 2000
+
+/* Written once before threads start, then read-only, except `stopping`. */
+struct daemon {
+	struct mount_opts *opts;
+	struct lease_store *store;
+	struct coord *coord;
+	struct lfs *fs;
+	struct gate *gate;
+	struct lfs_session sess;  /* the session's userdata */
+	struct fuse_session *se;
+	struct transport *transport;
+	struct control *ctl;
+	int64_t acquire_deadline; /* --wait, absolute; bounds the host lock too */
+	/* The host lock on the root: the event thread frees it once the loss
+	 * is acknowledged, the teardown after joining it. */
+	struct hostlock *root_lock;
+	/* Host locks on the directories the daemon writes outside ROOT (the
+	 * metrics directory, a file store): until the daemon exits. */
+	struct hostlock *dir_locks[2];
+	char session_id[37];      /* --session, else a random one */
+	char session_root[PATH_MAX]; /* session placement: ROOT/<session id> */
+	char holder[PATH_MAX + 64];  /* the store's holder description */
+	int event_fd;            /* umount requests and loss, for the event thread */
+	/* To the waiting parent, until on_serving() (a FUSE worker) reports;
+	 * the main thread reads it only after the workers are joined. */
+	int report_fd;
+	int signal_fd;
+	pthread_t event_thread;
+	bool event_thread_started;
+	atomic_bool stopping;
+	atomic_bool lost;
+	atomic_bool fence_due;   /* shared placement: a lease to acknowledge */
+};
+
+
+/* daemon.c: the kernel's INIT is answered (a FUSE worker). */
+void on_serving(void *ud);
+
+/* setup.c */
+/* Stdin, stdout and stderr onto /dev/null (a daemon that serves). */
+void detach_stdio(void);
+/* The daemon process as the passthrough needs it. */
+int process_setup(struct lfs_err *err);
+
+/* leases.c: the session, its leases and host locks, in order. */
+int open_coord(struct daemon *d, struct lfs_err *err);
+
+/* mount.c */
+/* What the daemon keeps of RLIMIT_NOFILE for itself. */
+long fd_reserve(void);
+/* Passthrough, gate, FUSE session, mount, transport. */
+int open_fs(struct daemon *d, struct lfs_err *err);
+
+/* events.c */
+/* SIGTERM, SIGINT, SIGHUP into d->signal_fd; SIGPIPE ignored. */
+int block_signals(struct daemon *d);
+/* The coordinator's loss callback, and the control socket's umount. */
+void on_loss(void *ud, enum lease_loss why);
+void on_umount(void *ud);
+void *event_thread(void *p);
+/* Fenced: the root's host lock goes (its next owner on this host may
+ * come). */
+void drop_hostlock(struct daemon *d);
+
+#endif

@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon: its leases. The preflight refusals (a root inside or
+ * above one held, the directories the daemon writes besides ROOT), the
+ * coordinator with its hook, the host lock on the root.
+ * (The whole: daemon.c; shared internals: daemon_int.h.)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon_int.h"
+
+/* The host lock on the served root, in the placement's mode; X carries our
+ * lease and epoch, for a refused contender. */
+static int lock_root(struct daemon *d, const char *root, const char *lease_name,
+		     uint64_t epoch, struct lease_err *err)
+{
+	struct hostlock_spec spec = {
+		.path = root,
+		.mode = placement_get(d->opts->placement)->lock,
+		.what = "workspace",
+		.lease_name = lease_name,
+		.epoch = epoch,
+		.mountpoint = d->opts->mountpoint,
+	};
+
+	return hostlock_take(&spec, d->acquire_deadline, &d->root_lock, err);
+}
+
+/*
+ * Exclusive placement: the root lease is held; now the host lock, with
+ * our lease's epoch (the store's high-water mark, which is ours while we
+ * hold the name).  Every store: one host has one exclusive writer per
+ * tree, whatever store each mount uses.
+ */
+static int after_acquire(void *ud, const char *root, struct lease_err *err)
+{
+	struct daemon *d = ud;
+	struct lease_info info = { 0 };
+	char name[LEASE_NAME_MAX + 1];
+	int r;
+
+	if (!placement_get(d->opts->placement)->root_lease)
+		return 0;
+	r = ws_root_name(root, name, sizeof(name));
+	if (r < 0)
+		return r;
+	if (lease_show(d->store, name, &info, NULL) < 0)
+		info.epoch = 0;
+	return lock_root(d, root, name, info.epoch, err);
+}
+
+static void log_line(void *ud, const char *msg)
+{
+	(void)ud;
+	fprintf(stderr, "leasefs: %s\n", msg);
+}
+
+static void log_release(void *ud, const char *name, int64_t deadline)
+{
+	(void)ud;
+	(void)deadline;
+	fprintf(stderr, "leasefs: releasing %s\n", name);
+}
+
+/*
+ * Shared and session placements write into ROOT without a root lease, so
+ * they must not start while another session holds ROOT exclusively: the
+ * store's root lease is checked (across hosts, at this moment), and the
+ * host lock is taken as S (ROOT, or ROOT/<session id>), which also keeps
+ * an exclusive mount at, above or below it out on this host for as long
+ * as this one lives.  Nothing is touched in ROOT before this.
+ */
+/* Refused if `path` (the served directory or one above it) has its root
+ * lease held or revoked and not yet fenced, or, for the served directory,
+ * if a workspace inside it is held. */
+static int root_free(struct daemon *d, const char *served, const char *path,
+		     struct lfs_err *err)
+{
+	struct lease_info info = { 0 }, inner = { 0 };
+	struct lease_err le = { 0 };
+	char name[LEASE_NAME_MAX + 1];
+	int r = ws_root_name(path, name, sizeof(name));
+
+	if (r == 0)
+		r = lease_show(d->store, name, &info, &le);
+	if (r < 0)
+		return lfs_err_from_lease(err, r, &le);
+	if (info.state != LEASE_STATE_FREE && strcmp(path, served) == 0)
+		return lfs_fail(err, EXIT_BUSY, -EBUSY, "workspace busy: %s "
+				"held at epoch %" PRIu64, served, info.epoch);
+	if (info.state != LEASE_STATE_FREE)
+		return lfs_fail(err, EXIT_BUSY, -EBUSY, "workspace busy: %s is "
+				"inside workspace %s, held at epoch %" PRIu64,
+				served, path, info.epoch);
+	if (strcmp(path, served) == 0 && info.within &&
+	    lease_show(d->store, info.within_name, &inner, NULL) == 0)
+		return lfs_fail(err, EXIT_BUSY, -EBUSY, "workspace busy: %s "
+				"contains workspace %s, held at epoch %" PRIu64
+				" (lease %s)", served, inner.holder,
+				info.within_epoch, info.within_name);
+	return 0;
+}
+
+static int share_root(struct daemon *d, struct lfs_err *err)
+{
+	const struct placement *pl = placement_get(d->opts->placement);
+	const char *served = pl->own_dir ? d->session_root : d->opts->canon_root;
+	char up[PATH_MAX];
+	struct lease_err le = { 0 };
+	int r;
+
+	if (pl->root_lease)
+		return 0;
+	r = root_free(d, served, served, err);
+	snprintf(up, sizeof(up), "%s", served);
+	while (r == 0 && ws_path_parent(up))
+		r = root_free(d, served, up, err);
+	if (r < 0)
+		return r;
+	r = lock_root(d, served, NULL, 0, &le);
+	return lfs_err_from_lease(err, r, &le);
+}
+
+/* The session id (--session or a random one) and, for session placement,
+ * the directory it serves. */
+static int pick_session(struct daemon *d, struct lfs_err *err)
+{
+	const char *root = d->opts->canon_root;
+	int r = 0;
+
+	if (d->opts->session)
+		snprintf(d->session_id, sizeof(d->session_id), "%s",
+			 d->opts->session);
+	else
+		r = lease_uuid_random(d->session_id, sizeof(d->session_id));
+	if (r < 0)
+		return lfs_fail(err, EXIT_FAIL, r, "random session id: %s",
+				strerror(-r));
+	if (snprintf(d->session_root, sizeof(d->session_root), "%s/%s",
+		     strcmp(root, "/") == 0 ? "" : root, d->session_id) >=
+	    (int)sizeof(d->session_root))
+		return lfs_fail(err, EXIT_USAGE, -ENAMETOOLONG, "workspace "
+				"root %s: name too long", root);
+	return 0;
+}
+
+/* IS host locks on the directories the daemon writes besides ROOT: the
+ * metrics directory and a file store's, so that no exclusive mount at or
+ * above them starts while this daemon may write there. */
+static int lock_dirs(struct daemon *d, struct lfs_err *err)
+{
+	const char *store = lease_uri_local_dir(d->opts->leases);
+	char canon[PATH_MAX];
+	struct lease_err le = { 0 };
+	struct hostlock_spec spec = { .mode = HOSTLOCK_IS,
+				      .mountpoint = d->opts->mountpoint };
+	int r = 0;
+
+	if (d->opts->metrics_dir) {
+		spec.path = d->opts->metrics_dir;
+		spec.what = "metrics directory";
+		r = hostlock_take(&spec, d->acquire_deadline, &d->dir_locks[0], &le);
+	}
+	if (r == 0 && store &&
+	    (r = ws_canonical_root(store, canon, sizeof(canon))) < 0)
+		return lfs_fail(err, EXIT_FAIL, r, "lease directory %s: %s",
+				store, strerror(-r));
+	if (r == 0 && store) {
+		spec.path = canon;
+		spec.what = "lease directory";
+		r = hostlock_take(&spec, d->acquire_deadline, &d->dir_locks[1], &le);
+	}
+	return lfs_err_from_lease(err, r, &le);
+}
+
+/*
+ * With --wait, a busy root is said once ("...; waiting up to N s") before
+ * the wait, so that whoever started the mount knows what it waits for.
+ */
+static int coord_open_waiting(struct daemon *d, struct coord_config *cfg,
+			      struct lfs_err *err)
+{
+	int64_t deadline = cfg->acquire_deadline;
+	struct lease_err le = { 0 };
+	int r;
+
+	if (d->opts->wait_s > 0) {
+		cfg->acquire_deadline = 0;
+		r = coord_open(cfg, &d->coord, &le);
+		cfg->acquire_deadline = deadline;
+		if (r == 0 || le.kind != LEASE_E_HELD)
+			return lfs_err_from_lease(err, r, &le);
+		fprintf(stderr, "leasefs: %s; waiting up to %.0f s\n", le.msg,
+			d->opts->wait_s);
+	}
+	return lfs_err_from_lease(err, coord_open(cfg, &d->coord, &le), &le);
+}
+
+int open_coord(struct daemon *d, struct lfs_err *err)
+{
+	struct mount_opts *o = d->opts;
+	struct lease_store_opts so = {
+		.ttl_ms = (int64_t)(o->ttl_s * 1000),
+		.ca_file = getenv("LEASEFS_ETCD_CA"),
+		.cert_file = getenv("LEASEFS_ETCD_CERT"),
+		.key_file = getenv("LEASEFS_ETCD_KEY"),
+	};
+	struct coord_config cfg = {
+		.placement = o->placement,
+		.root = o->canon_root,
+		.acquire_deadline = d->acquire_deadline,
+		.after_acquire = after_acquire,
+		.after_acquire_userdata = d,
+		.on_loss = on_loss,
+		.on_loss_userdata = d,
+		.log = log_line,
+		.log_userdata = d,
+	};
+	struct lease_err le = { 0 };
+	int r = pick_session(d, err);
+
+	if (r == 0)
+		r = lock_dirs(d, err);
+	if (r < 0)
+		return r;
+	/* What a refused contender reads of us in the store. */
+	snprintf(d->holder, sizeof(d->holder), "%s (session %s)",
+		 placement_get(o->placement)->own_dir ? d->session_root :
+		 o->canon_root,
+		 d->session_id);
+	cfg.session_id = d->session_id;
+	so.holder = d->holder;
+	r = lease_store_open(o->leases, &so, &d->store, &le);
+	if (r < 0)
+		return lfs_err_from_lease(err, r, &le);
+	r = share_root(d, err);
+	if (r < 0)
+		return r;
+	cfg.store = d->store;
+	r = coord_open_waiting(d, &cfg, err);
+	if (r < 0)
+		return r;
+	coord_set_release_observer(d->coord, log_release, d);
+	return 0;
+}

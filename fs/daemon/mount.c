@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon: its mount. The layers composed into a FUSE session:
+ * the options libfuse gets, the policy a placement becomes, the transport.
+ * (The whole: daemon.c; shared internals: daemon_int.h.)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <sys/sysinfo.h>
+
+#include "daemon_int.h"
+
+/* `s` escaped for libfuse's option parser, where ',' separates options
+ * and '\\' quotes the next character. */
+static char *opt_escape(const char *s)
+{
+	char *out = malloc(strlen(s) * 2 + 1), *d = out;
+
+	if (!out)
+		return NULL;
+	for (; *s; s++) {
+		if (*s == ',' || *s == '\\')
+			*d++ = '\\';
+		*d++ = *s;
+	}
+	*d = '\0';
+	return out;
+}
+
+static int build_fuse_args(struct mount_opts *o, const char *root,
+			   struct fuse_args *args)
+{
+	char *fsname = NULL, *esc = opt_escape(root);
+	int r = 0;
+
+	if (!esc || asprintf(&fsname, "fsname=leasefs:%s,subtype=leasefs", esc) < 0) {
+		free(esc);
+		return -ENOMEM;
+	}
+	free(esc);
+	if (fuse_opt_add_arg(args, "leasefs") || fuse_opt_add_arg(args, "-o") ||
+	    fuse_opt_add_arg(args, fsname))
+		r = -ENOMEM;
+	if (!r && geteuid() == 0 &&
+	    (fuse_opt_add_arg(args, "-o") ||
+	     fuse_opt_add_arg(args, "allow_other,default_permissions")))
+		r = -ENOMEM;
+	if (!r && o->fuse_opts &&
+	    (fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, o->fuse_opts)))
+		r = -ENOMEM;
+	/* After the user's options, so that nothing can weaken them. */
+	if (!r && (fuse_opt_add_arg(args, "-o") ||
+		   fuse_opt_add_arg(args, "nosuid,nodev")))
+		r = -ENOMEM;
+	if (!r && o->debug && fuse_opt_add_arg(args, "-d"))
+		r = -ENOMEM;
+	free(fsname);
+	return r;
+}
+
+/* What the daemon keeps of RLIMIT_NOFILE for itself (see FD_RESERVE_BASE):
+ * it grows with the FUSE threads a mount may run. */
+long fd_reserve(void)
+{
+	long cpus = get_nprocs_conf();
+
+	return FD_RESERVE_BASE +
+	       FD_RESERVE_PER_THREAD * (TRANSPORT_MAX_WORKERS + (cpus > 0 ? cpus : 1));
+}
+
+/*
+ * The one place a placement becomes policy.  Exclusive and session
+ * placements have the served directory to themselves (the root lease, or
+ * a private ROOT/<uuid>), so the kernel may keep names, attributes and
+ * pages for long; under shared placement others write too: 1 s.
+ */
+static struct lfs_config policy_for(const struct mount_opts *o,
+				     const char *root)
+{
+	bool sole_writer = placement_get(o->placement)->sole_writer;
+	const char *inode_fds = getenv("LEASEFS_INODE_FDS");
+	struct rlimit rl = { .rlim_cur = RLIM_INFINITY };
+	long fds = 0;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		fds = (long)rl.rlim_cur - fd_reserve();
+
+	return (struct lfs_config){
+		.root = root,
+		.entry_timeout = sole_writer ? 86400.0 : 1.0,
+		.attr_timeout = sole_writer ? 86400.0 : 1.0,
+		.keep_cache = sole_writer,
+		.sole_writer = sole_writer,
+		.max_read = o->max_read,
+		.fd_limit = fds,
+		.inode_fds = inode_fds ? strtol(inode_fds, NULL, 10) : 0,
+		.files_per_user = o->files_per_user,
+	};
+}
+
+
+/* "0" or "1" in the environment, else `dflt` (for A/B runs and tests). */
+static bool env_flag(const char *name, bool dflt)
+{
+	const char *v = getenv(name);
+
+	return v && (v[0] == '0' || v[0] == '1') && !v[1] ? v[0] == '1' : dflt;
+}
+
+/* Compose the layers (passthrough, gate in front) into a FUSE session and
+ * mount it. */
+int open_fs(struct daemon *d, struct lfs_err *err)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct lfs_config cfg = policy_for(d->opts, coord_root(d->coord));
+	const char *unknown = NULL;
+	int r = lfs_new(&cfg, &d->fs);
+
+	if (r == 0)
+		r = gate_new(d->coord, lfs_ops(), &d->gate, &unknown);
+	if (r == -EOPNOTSUPP)
+		return lfs_fail(err, EXIT_FAIL, r, "the passthrough serves the "
+				"FUSE operation '%s', which the gate's op table "
+				"does not know", unknown);
+	if (r < 0)
+		return lfs_fail(err, EXIT_FAIL, r,
+				     "cannot start the filesystem on %s: %s",
+				     cfg.root, strerror(-r));
+	d->sess = (struct lfs_session){ .fs = d->fs, .gate = d->gate,
+					.recheck = gate_recheck,
+					.kill_suidgid = transport_kill_suidgid,
+					.serving = on_serving, .serving_ud = d };
+	r = build_fuse_args(d->opts, cfg.root, &args);
+	if (r == 0) {
+		d->se = fuse_session_new(&args, gate_ops(d->gate),
+					 sizeof(struct fuse_lowlevel_ops), &d->sess);
+		d->sess.se = d->se;
+		r = d->se ? 0 : -EINVAL;
+	}
+	fuse_opt_free_args(&args);
+	if (r < 0)
+		return lfs_fail(err, EXIT_FAIL, r,
+				     "cannot start the FUSE session on %s: %s",
+				     cfg.root, strerror(-r));
+	if (fuse_session_mount(d->se, d->opts->mountpoint) != 0)
+		return lfs_fail(err, EXIT_FAIL, -EIO,
+				     "cannot mount on %s", d->opts->mountpoint);
+	r = session_apply_attrs(d->opts->mountpoint, &d->opts->attrs);
+	if (r < 0)
+		return lfs_fail(err, EXIT_FAIL, r, "cannot apply the atime "
+				"options to %s: %s", d->opts->mountpoint,
+				strerror(-r));
+	r = transport_new(d->se, &(struct transport_opts){
+				  .killpriv_v2 = env_flag("LEASEFS_KILLPRIV_V2",
+							  KILLPRIV_V2_DEFAULT),
+				  .tmpfile = env_flag("LEASEFS_TMPFILE", true),
+				  .io_uring = env_flag("LEASEFS_IO_URING",
+						       IO_URING_DEFAULT) },
+			  &d->transport);
+	if (r < 0)
+		return lfs_fail(err, EXIT_FAIL, r, "cannot set up the FUSE "
+				"transport on %s: %s", d->opts->mountpoint,
+				strerror(-r));
+	d->sess.transport = d->transport;
+	return 0;
+}
