@@ -134,6 +134,10 @@ int control_umount(const char *mountpoint, int timeout_ms)
 	char *reply = NULL;
 	int r = send_cmd(mountpoint, "umount", &reply, timeout_ms);
 
+	/* The end without "ok": a daemon that died as we asked (its socket
+	 * lived on while its last threads exited) serves nobody. */
+	if (r == 0 && strncmp(reply, "ok\n", 3) != 0)
+		r = -ECONNREFUSED;
 	free(reply);
 	return r;
 }

@@ -52,7 +52,8 @@ int control_request(const char *mountpoint, const char *cmd, char **out);
 int control_watch(const char *mountpoint, int (*on_line)(const char *, void *),
 		  void *ud);
 /* Ask for umount and wait until the daemon closed its end (it exits
- * after teardown), at most timeout_ms. */
+ * after teardown), at most timeout_ms.  -ECONNREFUSED too when the daemon
+ * ended without answering (it was dying). */
 int control_umount(const char *mountpoint, int timeout_ms);
 
 #endif
