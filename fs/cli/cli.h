@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/* The command line's units, shared among themselves (map: main.c). */
+#ifndef LEASEFS_CLI_H
+#define LEASEFS_CLI_H
+
+#include <stdbool.h>
+
+#include "daemon.h"
+#include "roots.h"
+
+extern const char usage_text[];
+
+/* The commands: argv[0] is the command word. */
+int cmd_mount(int argc, char **argv);       /* mount.c */
+int cmd_mount_fstab(int argc, char **argv); /* options.c: argv[1] is ROOT */
+int cmd_status(int argc, char **argv);      /* clients.c */
+int cmd_watch(int argc, char **argv);
+int cmd_metrics(int argc, char **argv);
+int cmd_umount(int argc, char **argv);
+int cmd_lease(int argc, char **argv);       /* lease_cmd.c */
+
+/* options.c */
+/* `leasefs mount`'s options and operands into *o (syntax only). */
+int parse_mount(int argc, char **argv, struct mount_opts *o,
+		struct lfs_err *err);
+/* A usage error (EXIT_USAGE) with `fmt` naming `arg`. */
+int usage_error(struct lfs_err *err, const char *fmt, const char *arg);
+/* --leases's default: $LEASEFS_LEASES, else the file store's. */
+const char *default_leases(void);
+/* Non-negative seconds, at most 1e6: 0 or -EINVAL. */
+int parse_seconds(const char *s, double *out);
+
+/* mount.c */
+/* Whether `path` is a mount whose daemon is gone (statfs: ENOTCONN...). */
+bool is_stale_mount(const char *path);
+/* Detach a crashed daemon's mount on `path`; 0 if there is none. */
+int clean_stale_mount(const char *path);
+
+#endif

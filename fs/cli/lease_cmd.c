@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The command line: `leasefs lease`, the operator's commands on a
+ * lease store: list, show, revoke.
+ * (The commands: main.c; shared: cli.h.)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* lease revoke: how long to wait for the holder to be fenced; covers the
+ * default etcd TTL (15 s) plus its fence margin. */
+#define REVOKE_TIMEOUT_S 30.0
+
+#include "cli.h"
+
+static int print_info(const struct lease_info *in, void *ud)
+{
+	(void)ud;
+	printf("%-8s epoch %-6" PRIu64 " pid %-7d %s  %s\n",
+	       lease_state_str(in->state), in->epoch, (int)in->holder_pid,
+	       in->name, in->holder);
+	return 0;
+}
+
+/* Revoke, then wait for the holder to be fenced; 1 if it was not. */
+static int revoke_and_wait(struct lease_store *st, const char *name,
+			   double timeout_s, struct lease_err *err)
+{
+	enum lease_fence fence;
+	int r = lease_revoke(st, name, lease_deadline_ms((int64_t)(timeout_s * 1000)),
+			     &fence, err);
+
+	if (r < 0)
+		return r;
+	switch (fence) {
+	case LEASE_FENCE_ACKED:
+		printf("revoked %s: the holder acknowledged (drained and "
+		       "released); a successor may acquire it now\n", name);
+		return 0;
+	case LEASE_FENCE_EXPIRED:
+		printf("revoked %s: the holder did not answer, but its TTL has "
+		       "run out, so it cannot write any more; a successor may "
+		       "acquire it now\n", name);
+		return 0;
+	case LEASE_FENCE_PENDING:
+		break;
+	}
+	fprintf(stderr, "leasefs: revoked %s, but the holder has not "
+		"acknowledged within %.0f s (stopped, or stuck in a write); no "
+		"successor can acquire it until it does, its TTL runs out or it "
+		"exits\n", name, timeout_s);
+	return 1;
+}
+
+static int lease_op(struct lease_store *st, const char *verb,
+		    const char *name, double timeout_s, struct lease_err *err)
+{
+	struct lease_info info = { 0 };
+	int r;
+
+	if (strcmp(verb, "list") == 0)
+		return lease_list(st, print_info, NULL, err);
+	if (strcmp(verb, "show") == 0) {
+		r = lease_show(st, name, &info, err);
+		if (r == 0)
+			printf("name:  %s\nepoch: %" PRIu64 "\nstate: %s\npid:   %d\n"
+			       "holder: %s\n", info.name, info.epoch,
+			       lease_state_str(info.state), (int)info.holder_pid,
+			       info.holder);
+		return r;
+	}
+	return revoke_and_wait(st, name, timeout_s, err);
+}
+
+int cmd_lease(int argc, char **argv)
+{
+	const char *uri = default_leases(), *verb = NULL, *name = NULL;
+	struct lease_err le = { 0 };
+	struct lfs_err err = { 0 };
+	struct lease_store *st = NULL;
+	double timeout_s = REVOKE_TIMEOUT_S;
+	int r, npos = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (strncmp(argv[i], "--leases=", 9) == 0)
+			uri = argv[i] + 9;
+		else if (strncmp(argv[i], "--timeout=", 10) == 0 &&
+			 parse_seconds(argv[i] + 10, &timeout_s) == 0)
+			continue;
+		else if (npos == 0 && ++npos)
+			verb = argv[i];
+		else if (npos == 1 && ++npos)
+			name = argv[i];
+		else
+			npos = 99;
+	}
+	if (!verb || npos > 2 ||
+	    !(strcmp(verb, "list") == 0 ? !name :
+	      (strcmp(verb, "show") == 0 || strcmp(verb, "revoke") == 0) && name)) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	r = lease_store_open(uri, NULL, &st, &le);
+	if (r == 0)
+		r = lease_op(st, verb, name, timeout_s, &le);
+	if (lfs_err_from_lease(&err, r, &le) < 0)
+		fprintf(stderr, "leasefs: lease %s: %s\n", verb, err.msg);
+	lease_store_close(st);
+	return r > 0 ? EXIT_UNFENCED : lfs_exit_code(r, &err);
+}

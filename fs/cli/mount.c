@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The command line: `leasefs mount`. The operands checked (paths, the
+ * lease directory, a stale mount on the mount point), then the daemon.
+ * (The commands: main.c; shared: cli.h.)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <linux/magic.h>
+#include <sys/mount.h>
+#include <sys/statfs.h>
+
+#include "cli.h"
+
+/*
+ * A mount point that answers ENOTCONN is a crashed daemon's; so is one
+ * that answers ECONNABORTED (the connection was torn down while the
+ * request waited) or ECANCELED (FUSE over io_uring: the request reached a
+ * queue whose daemon had died).  On io_uring the kernel ends a dead
+ * daemon's queues asynchronously, a few ms after the process is gone, and
+ * answers those two meanwhile.  Asked with
+ * statfs, which FUSE never answers from a cache (stat may be served from
+ * cached attributes for as long as the attribute timeout).
+ */
+bool is_stale_mount(const char *path)
+{
+	struct statfs sf;
+
+	return statfs(path, &sf) < 0 &&
+	       (errno == ENOTCONN || errno == ECONNABORTED || errno == ECANCELED);
+}
+
+/* Detach a crashed daemon's mount on `path`; 0 if there is none. */
+int clean_stale_mount(const char *path)
+{
+	if (!is_stale_mount(path))
+		return 0;
+	fprintf(stderr, "leasefs: %s is a stale mount (daemon gone); "
+		"detaching it\n", path);
+	if (umount2(path, MNT_DETACH) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Kernel pseudo filesystems: never a workspace. */
+static bool is_pseudo_fs(const char *path)
+{
+	static const unsigned long magic[] = {
+		PROC_SUPER_MAGIC, SYSFS_MAGIC, CGROUP_SUPER_MAGIC,
+		CGROUP2_SUPER_MAGIC, DEVPTS_SUPER_MAGIC, SECURITYFS_MAGIC,
+		DEBUGFS_MAGIC, TRACEFS_MAGIC, BPF_FS_MAGIC, 0x65735543 /* fusectl */,
+		0x62656570 /* configfs */, PSTOREFS_MAGIC, EFIVARFS_MAGIC, SELINUX_MAGIC,
+		BINFMTFS_MAGIC, NSFS_MAGIC,
+	};
+	struct statfs sf;
+
+	if (statfs(path, &sf) < 0)
+		return false;
+	for (size_t i = 0; i < sizeof(magic) / sizeof(magic[0]); i++)
+		if ((unsigned long)sf.f_type == magic[i])
+			return true;
+	return false;
+}
+
+static int resolve_paths(struct mount_opts *o, const char *mnt,
+			 struct lfs_err *err)
+{
+	char *reply = NULL;
+	struct stat st;
+	int r;
+
+	r = clean_stale_mount(mnt);
+	if (r < 0)
+		return lfs_fail(err, EXIT_FAIL, r,
+				     "cannot detach stale mount %s: %s; run "
+				     "'fusermount3 -uz %s'", mnt, strerror(-r), mnt);
+	if (stat(mnt, &st) < 0 || !S_ISDIR(st.st_mode))
+		return usage_error(err, "mount point %s is not a directory", mnt);
+	if (!realpath(mnt, o->mountpoint))
+		return lfs_fail(err, EXIT_FAIL, -errno,
+				     "mount point %s: %s", mnt, strerror(errno));
+	r = ws_canonical_root(o->root, o->canon_root, sizeof(o->canon_root));
+	if (r < 0)
+		return lfs_fail(err, EXIT_FAIL, r,
+				     "workspace root %s: %s", o->root, strerror(-r));
+	if (stat(o->canon_root, &st) < 0 || !S_ISDIR(st.st_mode))
+		return usage_error(err, "workspace root %s is not a directory",
+				   o->root);
+	if (is_pseudo_fs(o->canon_root))
+		return usage_error(err, "workspace root %s is on a kernel pseudo "
+				   "filesystem", o->canon_root);
+	r = control_request(o->mountpoint, "status", &reply);
+	free(reply);
+	if (r == 0)
+		return usage_error(err, "mount point %s is already served by a "
+				   "leasefs daemon; unmount it first",
+				   o->mountpoint);
+	if (ws_path_within(o->mountpoint, o->canon_root) ||
+	    ws_path_within(o->canon_root, o->mountpoint))
+		return usage_error(err, "mount point and workspace root %s "
+				   "overlap", o->canon_root);
+	return 0;
+}
+
+/*
+ * The coordinator refuses a lease directory inside the workspace, but only
+ * after the store is open, and opening a file store creates its directory.
+ * Refuse it here first, with the same check, so that a refused mount
+ * touches nothing in ROOT.  (Session placement serves BASE/<uuid>, not yet
+ * known; the coordinator checks it.)
+ */
+static int check_lease_dir(const struct mount_opts *o, struct lfs_err *err)
+{
+	struct lease_err le = { 0 };
+
+	if (placement_get(o->placement)->own_dir)
+		return 0;
+	return lfs_err_from_lease(err, coord_check_lease_dir(o->canon_root,
+				  lease_uri_local_dir(o->leases), &le), &le);
+}
+
+/* What the operands name: refusals here are about the paths, not the
+ * syntax, so they come without the usage text. */
+static int check_operands(struct mount_opts *o, struct lfs_err *err)
+{
+	int r = resolve_paths(o, o->mnt_arg, err);
+
+	if (r == 0 && o->metrics_dir &&
+	    ws_path_within(o->metrics_dir, o->canon_root))
+		return usage_error(err, "--metrics-dir %s is inside the "
+				   "workspace root; the daemon never writes "
+				   "its root but for its callers", o->metrics_dir);
+	return r < 0 ? r : check_lease_dir(o, err);
+}
+
+int cmd_mount(int argc, char **argv)
+{
+	struct mount_opts o = { 0 };
+	struct lfs_err err = { 0 };
+	int r = parse_mount(argc, argv, &o, &err), code;
+
+	if (r < 0) {
+		fprintf(stderr, "leasefs: %s\n", err.msg);
+		if (err.exit == EXIT_USAGE)
+			fputs(usage_text, stderr);
+		free(o.fuse_opts);
+		return lfs_exit_code(r, &err);
+	}
+	r = check_operands(&o, &err);
+	if (r < 0) {
+		fprintf(stderr, "leasefs: %s\n", err.msg);
+		free(o.fuse_opts);
+		return lfs_exit_code(r, &err);
+	}
+	code = daemon_mount(&o);
+	free(o.fuse_opts);
+	return code;
+}

@@ -1,0 +1,407 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The command line: the one parser of mount options. `leasefs mount`
+ * --options and -o, and the mount(8)/fstab form turned into them.
+ * (The commands: main.c; shared: cli.h.)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <linux/mount.h>
+
+#include "cli.h"
+
+int usage_error(struct lfs_err *err, const char *fmt, const char *arg)
+{
+	return lfs_fail(err, EXIT_USAGE, -EINVAL, fmt, arg ? arg : "");
+}
+
+const char *default_leases(void)
+{
+	const char *env = getenv("LEASEFS_LEASES");
+
+	return env && *env ? env : "file:" LEASE_FILE_DEFAULT_DIR;
+}
+
+/* ---- mount options ------------------------------------------------ */
+
+
+int parse_seconds(const char *s, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	return errno || end == s || *end || *out < 0 || *out > 1e6 ? -EINVAL : 0;
+}
+
+/*
+ * Mount options a user may pass, and what becomes of each.  Everything
+ * else is refused: leasefs sets fsname, subtype, allow_other and
+ * default_permissions itself, and the mount is always nosuid and nodev (a
+ * root daemon serving other users must not let a file in ROOT become a
+ * setuid program or a device).  "suid" and "dev", which mount(8) adds from
+ * fstab's "defaults", are ignored.  The atime family is applied by leasefs
+ * itself once mounted (libfuse 3.14 knows only noatime).
+ */
+enum opt_kind {
+	OPT_FUSE,     /* passed to libfuse */
+	OPT_ALWAYS,   /* always on; accepted, nothing to do */
+	OPT_IGNORED,  /* what mount(8) adds from fstab */
+	OPT_ATIME,    /* the mount's atime mode (last one wins) */
+	OPT_DIRATIME, /* nodiratime / diratime */
+	OPT_LAZYTIME, /* the superblock's lazytime */
+};
+
+static const struct mount_opt {
+	const char *name;
+	enum opt_kind kind;
+	int value;    /* OPT_ATIME: MOUNT_ATTR_*; others: 1 on, 0 off */
+} mount_opt_table[] = {
+	{ "ro", OPT_FUSE, 0 }, { "rw", OPT_FUSE, 0 },
+	{ "exec", OPT_FUSE, 0 }, { "noexec", OPT_FUSE, 0 },
+	{ "sync", OPT_FUSE, 0 }, { "async", OPT_FUSE, 0 },
+	{ "dirsync", OPT_FUSE, 0 },
+	{ "nosuid", OPT_ALWAYS, 0 }, { "nodev", OPT_ALWAYS, 0 },
+	{ "allow_other", OPT_ALWAYS, 0 }, { "default_permissions", OPT_ALWAYS, 0 },
+	{ "suid", OPT_IGNORED, 0 }, { "dev", OPT_IGNORED, 0 },
+	{ "defaults", OPT_IGNORED, 0 }, { "auto", OPT_IGNORED, 0 },
+	{ "noauto", OPT_IGNORED, 0 }, { "nofail", OPT_IGNORED, 0 },
+	{ "_netdev", OPT_IGNORED, 0 }, { "user", OPT_IGNORED, 0 },
+	{ "nouser", OPT_IGNORED, 0 }, { "users", OPT_IGNORED, 0 },
+	/* "atime" and "nostrictatime" ask for the kernel's default. */
+	{ "atime", OPT_ATIME, MOUNT_ATTR_RELATIME },
+	{ "relatime", OPT_ATIME, MOUNT_ATTR_RELATIME },
+	{ "nostrictatime", OPT_ATIME, MOUNT_ATTR_RELATIME },
+	{ "noatime", OPT_ATIME, MOUNT_ATTR_NOATIME },
+	{ "strictatime", OPT_ATIME, MOUNT_ATTR_STRICTATIME },
+	{ "norelatime", OPT_ATIME, MOUNT_ATTR_STRICTATIME },
+	{ "nodiratime", OPT_DIRATIME, 1 }, { "diratime", OPT_DIRATIME, 0 },
+	{ "lazytime", OPT_LAZYTIME, 1 }, { "nolazytime", OPT_LAZYTIME, 0 },
+};
+
+static const struct mount_opt *find_mount_opt(const char *opt)
+{
+	for (size_t i = 0; i < sizeof(mount_opt_table) / sizeof(mount_opt_table[0]); i++)
+		if (strcmp(mount_opt_table[i].name, opt) == 0)
+			return &mount_opt_table[i];
+	return NULL;
+}
+
+/* "max_read=N" with N a positive decimal that fits the kernel's field. */
+static bool max_read_ok(const char *opt, unsigned *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (strncmp(opt, "max_read=", 9) != 0 || opt[9] < '0' || opt[9] > '9')
+		return false;
+	errno = 0;
+	v = strtoull(opt + 9, &end, 10);
+	if (errno || *end || v == 0 || v > UINT32_MAX)
+		return false;
+	*out = (unsigned)v;
+	return true;
+}
+
+/* Append `opt` to the comma-joined options passed to libfuse. */
+static int pass_to_fuse(struct mount_opts *o, const char *opt,
+			struct lfs_err *err)
+{
+	char *joined;
+
+	if (asprintf(&joined, "%s%s%s", o->fuse_opts ? o->fuse_opts : "",
+		     o->fuse_opts ? "," : "", opt) < 0)
+		return lfs_fail(err, EXIT_FAIL, -ENOMEM, "out of memory");
+	free(o->fuse_opts);
+	o->fuse_opts = joined;
+	return 0;
+}
+
+/* One option of -o: passed on, recorded, dropped or refused. */
+static int take_fuse_opt(struct mount_opts *o, const char *opt,
+			 struct lfs_err *err)
+{
+	const struct mount_opt *m = find_mount_opt(opt);
+
+	if (!m) {
+		/* libfuse wants it both as a mount option and from init(). */
+		if (max_read_ok(opt, &o->max_read))
+			return pass_to_fuse(o, opt, err);
+		if (strncmp(opt, "x-", 2) == 0)
+			return 0;
+		return usage_error(err, "mount option '%s' is not allowed", opt);
+	}
+	switch (m->kind) {
+	case OPT_FUSE:
+		return pass_to_fuse(o, opt, err);
+	case OPT_ATIME:
+		o->attrs.atime = (unsigned)m->value;
+		o->attrs.atime_set = true;
+		return 0;
+	case OPT_DIRATIME:
+		o->attrs.nodiratime = m->value;
+		return 0;
+	case OPT_LAZYTIME:
+		o->attrs.lazytime = m->value;
+		return 0;
+	case OPT_ALWAYS:
+	case OPT_IGNORED:
+		return 0;
+	}
+	return 0;
+}
+
+static int add_fuse_opt(struct mount_opts *o, const char *arg,
+			struct lfs_err *err)
+{
+	char *copy = strdup(arg), *save = NULL;
+	int r = copy ? 0 : lfs_fail(err, EXIT_FAIL, -ENOMEM, "out of memory");
+
+	for (char *opt = copy ? strtok_r(copy, ",", &save) : NULL; opt && !r;
+	     opt = strtok_r(NULL, ",", &save))
+		r = take_fuse_opt(o, opt, err);
+	free(copy);
+	return r;
+}
+
+enum { OPT_PLACEMENT = 256, OPT_LEASES, OPT_SESSION, OPT_WAIT, OPT_TTL,
+       OPT_METRICS_DIR, OPT_FILES_PER_USER,
+       OPT_JSON };
+
+static const struct option mount_longopts[] = {
+	{ "placement", required_argument, NULL, OPT_PLACEMENT },
+	{ "leases", required_argument, NULL, OPT_LEASES },
+	{ "session", required_argument, NULL, OPT_SESSION },
+	{ "wait", required_argument, NULL, OPT_WAIT },
+	{ "ttl", required_argument, NULL, OPT_TTL },
+	{ "metrics-dir", required_argument, NULL, OPT_METRICS_DIR },
+	{ "files-per-user", required_argument, NULL, OPT_FILES_PER_USER },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 }
+};
+
+static int parse_mount_opt(struct mount_opts *o, int c, struct lfs_err *err)
+{
+	switch (c) {
+	case OPT_PLACEMENT:
+		if (placement_parse(optarg, &o->placement) < 0)
+			return usage_error(err, "bad --placement '%s' (expected "
+					   "exclusive, session or shared)", optarg);
+		return 0;
+	case OPT_LEASES: o->leases = optarg; return 0;
+	case OPT_SESSION:
+		if (!lease_uuid_valid(optarg))
+			return usage_error(err, "bad --session '%s' (expected a "
+					   "lowercase UUID)", optarg);
+		o->session = optarg;
+		return 0;
+	case OPT_WAIT:
+		if (parse_seconds(optarg, &o->wait_s) < 0)
+			return usage_error(err, "bad --wait '%s' (expected seconds)",
+					   optarg);
+		return 0;
+	case OPT_TTL:
+		if (parse_seconds(optarg, &o->ttl_s) < 0 || o->ttl_s < 1)
+			return usage_error(err, "bad --ttl '%s' (expected seconds >= 1)",
+					   optarg);
+		return 0;
+	case OPT_METRICS_DIR: {
+		struct stat st;
+
+		if (stat(optarg, &st) < 0 || !S_ISDIR(st.st_mode) ||
+		    optarg[0] != '/' || !realpath(optarg, o->metrics_canon))
+			return usage_error(err, "bad --metrics-dir '%s' (expected "
+					   "an existing absolute directory)", optarg);
+		o->metrics_dir = o->metrics_canon;
+		return 0;
+	}
+	case OPT_FILES_PER_USER: {
+		char *end;
+
+		errno = 0;
+		o->files_per_user = strtol(optarg, &end, 10);
+		if (errno || end == optarg || *end || o->files_per_user < 1)
+			return usage_error(err, "bad --files-per-user '%s' "
+					   "(expected a count >= 1)", optarg);
+		return 0;
+	}
+	case 'o': return add_fuse_opt(o, optarg, err);
+	case 'f': o->foreground = true; return 0;
+	case 'd': o->debug = o->foreground = true; return 0;
+	default: return usage_error(err, "%s", "bad option");
+	}
+}
+
+/* The command line's syntax: options and the two operands. */
+int parse_mount(int argc, char **argv, struct mount_opts *o,
+		       struct lfs_err *err)
+{
+	int c, r;
+
+	o->placement = PLACEMENT_EXCLUSIVE;
+	o->leases = default_leases();
+	o->attrs.nodiratime = o->attrs.lazytime = -1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+o:fdh", mount_longopts, NULL)) != -1) {
+		if (c == 'h' || c == '?')
+			return usage_error(err, "%s", "bad arguments to mount");
+		r = parse_mount_opt(o, c, err);
+		if (r < 0)
+			return r;
+	}
+	if (argc - optind != 2)
+		return usage_error(err, "%s", "mount needs ROOT and MOUNTPOINT");
+	/* A process-local store cannot make anything exclusive. */
+	if (strcmp(o->leases, "mem") == 0 || strncmp(o->leases, "mem:", 4) == 0)
+		return usage_error(err, "lease store '%s' is for tests only; a "
+				   "mount needs file: or etcd://", o->leases);
+	o->root = argv[optind];
+	o->mnt_arg = argv[optind + 1];
+	return 0;
+}
+
+/* "key=value" with the key one of mount's long options that takes a value
+ * (leasefs's own keys inside -o, the mount(8)/fstab form): the key's
+ * length, else 0. */
+static size_t own_key(const char *opt)
+{
+	const char *eq = strchr(opt, '=');
+
+	for (const struct option *lo = mount_longopts; eq && lo->name; lo++)
+		if (lo->has_arg == required_argument &&
+		    (size_t)(eq - opt) == strlen(lo->name) &&
+		    strncmp(opt, lo->name, (size_t)(eq - opt)) == 0)
+			return (size_t)(eq - opt);
+	return 0;
+}
+
+/* A growing argument vector; `owned` are the strings it must free. */
+struct argv_buf {
+	char **v;
+	size_t n, cap;
+	char **owned;
+	size_t nowned, capowned;
+};
+
+static int grow(void ***p, size_t *cap, size_t need, size_t elem)
+{
+	void **q;
+	size_t c = *cap ? *cap : 8;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	q = realloc(*p, c * elem);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+/* Append arg (borrowed); 0 or -ENOMEM. */
+static int argv_add(struct argv_buf *a, char *arg)
+{
+	if (grow((void ***)&a->v, &a->cap, a->n + 2, sizeof(*a->v)) < 0)
+		return -ENOMEM;
+	a->v[a->n++] = arg;
+	a->v[a->n] = NULL;
+	return 0;
+}
+
+/* Take ownership of arg, freed with the vector (NULL: out of memory). */
+static int argv_own(struct argv_buf *a, char *arg)
+{
+	if (!arg || grow((void ***)&a->owned, &a->capowned, a->nowned + 1,
+			 sizeof(*a->owned)) < 0) {
+		free(arg);
+		return -ENOMEM;
+	}
+	a->owned[a->nowned++] = arg;
+	return 0;
+}
+
+/* Append arg and take ownership of it. */
+static int argv_add_owned(struct argv_buf *a, char *arg)
+{
+	int r = argv_own(a, arg);
+
+	return r < 0 ? r : argv_add(a, arg);
+}
+
+static void argv_free(struct argv_buf *a)
+{
+	for (size_t i = 0; i < a->nowned; i++)
+		free(a->owned[i]);
+	free(a->owned);
+	free(a->v);
+}
+
+/* One option from inside -o: leasefs's own key becomes --KEY=VALUE ('+'
+ * joins etcd endpoints there), anything else stays a -o option. */
+static int fstab_opt(struct argv_buf *a, char *opt)
+{
+	char *arg;
+
+	if (!own_key(opt)) {
+		int r = argv_add(a, "-o");
+
+		return r < 0 ? r : argv_add(a, opt);
+	}
+	if (asprintf(&arg, "--%s", opt) < 0)
+		return -ENOMEM;
+	if (strncmp(opt, "leases=", 7) == 0)
+		for (char *p = arg; *p; p++)
+			if (*p == '+')
+				*p = ',';
+	return argv_add_owned(a, arg);
+}
+
+/*
+ * The form mount(8) uses through mount.fuse3 (fstab, mount -t fuse.leasefs):
+ *   leasefs ROOT MOUNTPOINT -o OPT[,OPT...] ...
+ * turned into `leasefs mount --KEY=VALUE... -o OTHER ROOT MOUNTPOINT`, so
+ * that one parser checks both forms.  Inside -o, ',' separates options, so
+ * several etcd endpoints are written with '+' (leases=etcd://a:1+b:2).
+ * Any number of options of any length.
+ */
+int cmd_mount_fstab(int argc, char **argv)
+{
+	struct argv_buf a = { 0 };
+	int r = argv_add(&a, "mount"), code = EXIT_FAIL;
+
+	for (int i = 3; i < argc && r == 0; i++) {
+		char *copy, *save = NULL;
+
+		if (strcmp(argv[i], "-o") != 0 || i + 1 >= argc) {
+			fprintf(stderr, "leasefs: '%s': after ROOT MOUNTPOINT only "
+				"-o OPTIONS may follow\n", argv[i]);
+			argv_free(&a);
+			return EXIT_USAGE;
+		}
+		copy = strdup(argv[++i]);
+		r = argv_own(&a, copy); /* its pieces are the arguments */
+		for (char *o = r ? NULL : strtok_r(copy, ",", &save); o && !r;
+		     o = strtok_r(NULL, ",", &save))
+			r = fstab_opt(&a, o);
+	}
+	if (r == 0)
+		r = argv_add(&a, argv[1]);
+	if (r == 0)
+		r = argv_add(&a, argv[2]);
+	if (r == 0)
+		code = cmd_mount((int)a.n, a.v);
+	else
+		fprintf(stderr, "leasefs: out of memory\n");
+	argv_free(&a);
+	return code;
+}
