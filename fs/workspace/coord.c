@@ -1,89 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Workspace coordinator: takes the session lease and (exclusive placement)
- * the root lease, latches their loss, gates mutations with an in-flight
- * count, and tears down in order.
+ * Workspace coordinator: latches the loss of its leases, gates mutations
+ * with an in-flight count, and tears down in order (coord_open.c opens
+ * it; the shared state: coord_int.h).
  */
+#include <stdarg.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <time.h>
 
-#include "coord.h"
+#include "coord_int.h"
 #include "roots.h"
-
-#define DEFAULT_RELEASE_TIMEOUT_MS 5000
-
-/*
- * The state word packs the coordinator state (low byte) and the latched
- * loss reason (next byte), so that HELD -> LOST and the reason latch in
- * one compare-and-swap.
- */
-#define WORD(st, why) ((unsigned)(st) | ((unsigned)(why) << 8))
-#define WORD_STATE(w) ((enum coord_state)((w) & 0xffu))
-#define WORD_LOSS(w) ((enum lease_loss)((w) >> 8))
-
-typedef void (*coord_release_observer)(void *ud, const char *lease_name,
-				       int64_t deadline);
-
-struct coord {
-	/* Fixed by coord_open(); read-only afterwards. */
-	const struct placement *pl;  /* what its placement means */
-	struct lease_store *store;
-	struct lease *root_lease;    /* NULL unless exclusive */
-	struct lease *session_lease;
-	/* Claimed (exchange to true) by whoever releases the lease. */
-	atomic_bool root_released;
-	atomic_bool session_released;
-	int64_t release_timeout_ms;
-	void (*on_loss)(void *userdata, enum lease_loss why);
-	void *on_loss_userdata;
-	void (*log)(void *userdata, const char *msg);
-	void *log_userdata;
-	char root[PATH_MAX];
-	bool made_session_dir;       /* its own directory was made by it */
-	char session_id[37];
-	char root_name[LEASE_NAME_MAX + 1];
-	char session_name[LEASE_NAME_MAX + 1];
-	/* Exclusive, while coord_open() acquires: the root names of the
-	 * directories above the root, the scopes its lease lives within,
-	 * and those directories. */
-	char (*scopes)[LEASE_NAME_MAX + 1];
-	const char **scope_names;    /* scopes[i], as lease_acquire_in takes them */
-	char (*scope_paths)[PATH_MAX];
-	size_t nscopes;
-
-	/* Set before coord_shutdown() starts; read only by the teardown. */
-	coord_release_observer observer;
-	void *observer_ud;
-
-	_Atomic unsigned word; /* WORD(state, loss reason) */
-	int state_fd;          /* eventfd, written on every state change */
-	_Atomic long inflight; /* admitted mutations not yet exited */
-
-	/*
-	 * lock protects shutdown_running, shutdown_done and shutdown_result,
-	 * and is the mutex of both condition variables.  It is never taken
-	 * on the healthy()/enter() fast path.
-	 *  drained: signalled when inflight reaches 0 after admission closed
-	 *           (CLOCK_MONOTONIC, the drain wait is timed);
-	 *  done:    broadcast when a teardown attempt has ended.
-	 */
-	pthread_mutex_t lock;
-	pthread_cond_t drained;
-	pthread_cond_t done;
-	bool shutdown_running;   /* an attempt is under way */
-	bool shutdown_done;      /* the leases are released: final */
-	int shutdown_result;     /* of the last attempt */
-};
 
 /* ---- small tables --------------------------------------------------- */
 
@@ -142,8 +76,8 @@ static void latch_lost(struct coord *c, enum lease_loss why)
 		c->on_loss(c->on_loss_userdata, why);
 }
 
-static void on_lease_loss(struct lease *lease, enum lease_loss why,
-			  void *userdata)
+void coord_on_lease_loss(struct lease *lease, enum lease_loss why,
+			 void *userdata)
 {
 	struct coord *c = userdata;
 
@@ -298,7 +232,7 @@ static int drain(struct coord *c, int64_t ms)
 }
 
 /* Release one lease with a fresh deadline; failures are only logged. */
-static void release_one(struct coord *c, struct lease *l)
+void coord_release_one(struct coord *c, struct lease *l)
 {
 	int64_t deadline;
 	int r;
@@ -341,7 +275,7 @@ int coord_close_admission(struct coord *c, int64_t drain_timeout_ms)
 static void release_once(struct coord *c, struct lease *l, atomic_bool *flag)
 {
 	if (l && !atomic_exchange(flag, true))
-		release_one(c, l);
+		coord_release_one(c, l);
 }
 
 static bool lease_lost_now(const struct lease *l)
@@ -381,7 +315,7 @@ int coord_fence(struct coord *c, int64_t drain_timeout_ms)
 /* A session directory this coordinator made goes again if nothing was
  * put in it (rmdir refuses a non-empty one), unless the lease was lost:
  * then the directory may already be a successor's. */
-static void remove_empty_session_dir(struct coord *c)
+void coord_remove_own_dir(struct coord *c)
 {
 	if (c->made_session_dir &&
 	    WORD_LOSS(atomic_load(&c->word)) == LEASE_LOSS_NONE)
@@ -398,7 +332,7 @@ static int teardown(struct coord *c, int64_t drain_timeout_ms)
 		return r;
 	release_once(c, c->root_lease, &c->root_released);
 	release_once(c, c->session_lease, &c->session_released);
-	remove_empty_session_dir(c);
+	coord_remove_own_dir(c);
 	set_state(c, COORD_CLOSED);
 	return 0;
 }
@@ -441,369 +375,6 @@ void coord_set_release_observer(struct coord *c,
 {
 	c->observer = fn;
 	c->observer_ud = ud;
-}
-
-/* ---- open ------------------------------------------------------------ */
-
-static int sync_init(struct coord *c)
-{
-	pthread_condattr_t attr;
-	int r;
-
-	r = -pthread_condattr_init(&attr);
-	if (r < 0)
-		return r;
-	r = -pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	if (r < 0)
-		goto out_attr;
-	r = -pthread_cond_init(&c->drained, &attr);
-	if (r < 0)
-		goto out_attr;
-	r = -pthread_cond_init(&c->done, NULL);
-	if (r < 0)
-		goto out_drained;
-	r = -pthread_mutex_init(&c->lock, NULL);
-	if (r < 0)
-		goto out_done;
-	c->state_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (c->state_fd < 0) {
-		r = -errno;
-		pthread_mutex_destroy(&c->lock);
-		goto out_done;
-	}
-	pthread_condattr_destroy(&attr);
-	return 0;
-out_done:
-	pthread_cond_destroy(&c->done);
-out_drained:
-	pthread_cond_destroy(&c->drained);
-out_attr:
-	pthread_condattr_destroy(&attr);
-	return r;
-}
-
-static void sync_destroy(struct coord *c)
-{
-	close(c->state_fd);
-	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->done);
-	pthread_cond_destroy(&c->drained);
-}
-
-static int check_config(const struct coord_config *cfg, struct lease_err *err)
-{
-	if (!cfg || !cfg->store)
-		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
-				     "coordinator: no lease store given");
-	if (!cfg->root || !*cfg->root)
-		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
-				     "coordinator: no workspace root given");
-	if (!ws_path_clean(cfg->root))
-		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
-				     "coordinator: workspace root '%s' is not "
-				     "canonical", cfg->root);
-	if (!placement_get(cfg->placement))
-		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
-				     "coordinator: unknown placement %d",
-				     (int)cfg->placement);
-	if (cfg->session_id && !lease_uuid_valid(cfg->session_id))
-		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
-				     "coordinator: session id '%s' is not a "
-				     "lowercase UUID", cfg->session_id);
-	if (cfg->release_timeout_ms < 0)
-		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
-				     "coordinator: negative release timeout");
-	return 0;
-}
-
-static int canon_err(struct lease_err *err, int r, const char *what,
-		     const char *path)
-{
-	enum lease_errkind kind = r == -EINVAL || r == -ENAMETOOLONG ?
-				  LEASE_E_USAGE : LEASE_E_IO;
-
-	return lease_err_set(err, kind, r, NULL, "coordinator: cannot "
-			     "canonicalize %s '%s': %s", what, path,
-			     strerror(-r));
-}
-
-/* The scopes of the root lease: the root names of every directory above
- * the canonical root, nearest first. */
-static int resolve_scopes(struct coord *c)
-{
-	char path[PATH_MAX];
-	size_t n = 0;
-
-	snprintf(path, sizeof(path), "%s", c->root);
-	while (ws_path_parent(path))
-		n++;
-	c->scopes = calloc(n ? n : 1, sizeof(*c->scopes));
-	c->scope_names = calloc(n ? n : 1, sizeof(*c->scope_names));
-	c->scope_paths = calloc(n ? n : 1, sizeof(*c->scope_paths));
-	if (!c->scopes || !c->scope_names || !c->scope_paths)
-		return -ENOMEM;
-	snprintf(path, sizeof(path), "%s", c->root);
-	for (c->nscopes = 0; ws_path_parent(path); c->nscopes++) {
-		snprintf(c->scope_paths[c->nscopes], PATH_MAX, "%s", path);
-		if (ws_root_name(path, c->scopes[c->nscopes],
-				    sizeof(c->scopes[0])) < 0)
-			return -EINVAL;
-		c->scope_names[c->nscopes] = c->scopes[c->nscopes];
-	}
-	return 0;
-}
-
-static void free_scopes(struct coord *c)
-{
-	free(c->scopes);
-	free(c->scope_names);
-	free(c->scope_paths);
-}
-
-/* Session id, lease names and the canonical effective root. */
-static int resolve_names(struct coord *c, const struct coord_config *cfg,
-			 struct lease_err *err)
-{
-	int r;
-
-	if (cfg->session_id)
-		snprintf(c->session_id, sizeof(c->session_id), "%s",
-			 cfg->session_id);
-	else if ((r = lease_uuid_random(c->session_id,
-					sizeof(c->session_id))) < 0)
-		return lease_err_set(err, LEASE_E_IO, r, NULL, "coordinator: "
-				     "random session id: %s", strerror(-r));
-	r = ws_session_name(c->session_id, c->session_name,
-			       sizeof(c->session_name));
-	if (r < 0)
-		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
-				     "coordinator: bad session id");
-	/* Its own directory is ROOT/<uuid>: canonical as ROOT is. */
-	if (!c->pl->own_dir)
-		r = snprintf(c->root, sizeof(c->root), "%s", cfg->root);
-	else
-		r = snprintf(c->root, sizeof(c->root), "%s/%s",
-			     strcmp(cfg->root, "/") == 0 ? "" : cfg->root,
-			     c->session_id);
-	if (r >= (int)sizeof(c->root))
-		return lease_err_set(err, LEASE_E_USAGE, 0, NULL, "coordinator: "
-				     "workspace root '%s' too long", cfg->root);
-	if (!c->pl->root_lease)
-		return 0;
-	r = ws_root_name(c->root, c->root_name, sizeof(c->root_name));
-	if (r == 0)
-		r = resolve_scopes(c);
-	if (r < 0)
-		return lease_err_set(err, LEASE_E_IO, r, NULL, "coordinator: "
-				     "root lease name: %s", strerror(-r));
-	return 0;
-}
-
-int coord_check_lease_dir(const char *root, const char *dir,
-			  struct lease_err *err)
-{
-	char canon[PATH_MAX];
-	int r;
-
-	if (!dir)
-		return 0;
-	r = ws_canonical_root(dir, canon, sizeof(canon));
-	if (r < 0)
-		return canon_err(err, r, "lease directory", dir);
-	if (!ws_path_within(canon, root))
-		return 0;
-	return lease_err_set(err, LEASE_E_USAGE, 0, root,
-			     "lease directory %s is %s the workspace root %s; "
-			     "put the leases outside the workspace", canon,
-			     strcmp(canon, root) == 0 ? "equal to" : "inside",
-			     root);
-}
-
-static void release_quietly(struct coord *c, struct lease **l)
-{
-	if (!*l)
-		return;
-	release_one(c, *l);
-	lease_free(*l);
-	*l = NULL;
-}
-
-/* A workspace held inside ours refused it: named by what its holder told
- * the store (the daemon says its root there), else by its lease. */
-static int inner_busy(struct coord *c, const char *who, uint64_t epoch,
-		      struct lease_err *err)
-{
-	struct lease_info info = { 0 };
-
-	if (lease_show(c->store, who, &info, NULL) == 0 && info.holder[0])
-		return lease_err_set(err, LEASE_E_HELD, 0, c->root,
-				     "workspace busy: %s contains workspace %s, "
-				     "held at epoch %llu", c->root, info.holder,
-				     (unsigned long long)epoch);
-	return lease_err_set(err, LEASE_E_HELD, 0, c->root, "workspace busy: %s "
-			     "contains a workspace held at epoch %llu (lease %s)",
-			     c->root, (unsigned long long)epoch, who);
-}
-
-/* Root lease within its scopes; contention becomes the busy error naming
- * the canonical root and what holds it: the root itself, a directory above
- * it, or a workspace inside it. */
-static int take_root(struct coord *c, int64_t deadline, struct lease_err *err)
-{
-	uint64_t epoch;
-	char who[LEASE_NAME_MAX + 1];
-	int r = lease_acquire_in(c->store, c->root_name, c->scope_names,
-				 c->nscopes, deadline, &c->root_lease, err);
-
-	if (r >= 0 || err->kind != LEASE_E_HELD)
-		return r;
-	epoch = err->holder_epoch;
-	snprintf(who, sizeof(who), "%s", err->name);
-	if (strcmp(who, c->root_name) == 0)
-		r = lease_err_set(err, LEASE_E_HELD, 0, c->root,
-				  "workspace busy: %s held at epoch %llu", c->root,
-				  (unsigned long long)epoch);
-	else
-		r = inner_busy(c, who, epoch, err);
-	for (size_t i = 0; i < c->nscopes; i++)
-		if (strcmp(who, c->scopes[i]) == 0)
-			r = lease_err_set(err, LEASE_E_HELD, 0, c->root,
-					  "workspace busy: %s is inside workspace "
-					  "%s, held at epoch %llu", c->root,
-					  c->scope_paths[i],
-					  (unsigned long long)epoch);
-	err->holder_epoch = epoch;
-	return r;
-}
-
-/* The after-acquire hook; a failure it did not describe gets a message. */
-static int run_hook(const struct coord *c, const struct coord_config *cfg,
-		    struct lease_err *err)
-{
-	int r;
-
-	err->kind = LEASE_OK;
-	r = cfg->after_acquire(cfg->after_acquire_userdata, c->root, err);
-	if (r == 0)
-		return 0;
-	if (r > 0)
-		r = -r;
-	if (err->kind == LEASE_OK)
-		r = lease_err_set(err, LEASE_E_IO, r, c->root, "coordinator: "
-				  "after-acquire check on %s failed: %s",
-				  c->root, strerror(-r));
-	return r;
-}
-
-/* Leases in order, then the placement directory and the hook. */
-static int take_leases(struct coord *c, const struct coord_config *cfg,
-		       struct lease_err *err)
-{
-	int r;
-
-	r = lease_acquire(c->store, c->session_name, cfg->acquire_deadline,
-			  &c->session_lease, err);
-	if (r < 0)
-		return r;
-	if (c->pl->root_lease) {
-		r = take_root(c, cfg->acquire_deadline, err);
-		if (r < 0)
-			goto out_session;
-	}
-	if (c->pl->own_dir) {
-		r = placement_make_dir(c->root, &c->made_session_dir, err);
-		if (r < 0)
-			goto out_session;
-	}
-	if (cfg->after_acquire) {
-		r = run_hook(c, cfg, err);
-		if (r < 0)
-			goto out_root;
-	}
-	return 0;
-out_root:
-	remove_empty_session_dir(c);
-	release_quietly(c, &c->root_lease);
-out_session:
-	release_quietly(c, &c->session_lease);
-	return r;
-}
-
-int coord_open(const struct coord_config *cfg, struct coord **out,
-	       struct lease_err *err)
-{
-	struct lease_err local = { 0 };
-	struct coord *c;
-	int r;
-
-	if (!err)
-		err = &local;
-	*out = NULL;
-	r = check_config(cfg, err);
-	if (r < 0)
-		return r;
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL,
-				     "out of memory");
-	r = sync_init(c);
-	if (r < 0) {
-		free(c);
-		return lease_err_set(err, LEASE_E_IO, r, NULL,
-				     "coordinator: %s", strerror(-r));
-	}
-	c->pl = placement_get(cfg->placement);
-	c->store = cfg->store;
-	c->release_timeout_ms = cfg->release_timeout_ms ?
-				cfg->release_timeout_ms :
-				DEFAULT_RELEASE_TIMEOUT_MS;
-	c->on_loss = cfg->on_loss;
-	c->on_loss_userdata = cfg->on_loss_userdata;
-	c->log = cfg->log;
-	c->log_userdata = cfg->log_userdata;
-	atomic_init(&c->word, WORD(COORD_HELD, LEASE_LOSS_NONE));
-	atomic_init(&c->inflight, 0);
-
-	r = resolve_names(c, cfg, err);
-	if (r < 0)
-		goto out_free;
-	r = coord_check_lease_dir(c->root, lease_store_local_dir(c->store), err);
-	if (r < 0)
-		goto out_free;
-	r = take_leases(c, cfg, err);
-	/* The scopes are the acquisition's alone (the lease keeps its own). */
-	free_scopes(c);
-	c->scopes = NULL;
-	c->scope_names = NULL;
-	c->scope_paths = NULL;
-	if (r < 0)
-		goto out_free;
-	if (c->root_lease)
-		lease_set_loss_cb(c->root_lease, on_lease_loss, c);
-	lease_set_loss_cb(c->session_lease, on_lease_loss, c);
-	*out = c;
-	return 0;
-out_free:
-	sync_destroy(c);
-	free_scopes(c);
-	free(c);
-	return r;
-}
-
-/* With mutations still in flight the leases are not released but left
- * to their store's own end (the process's exit, the TTL): a coordinator
- * freed then leaks them on purpose. */
-void coord_free(struct coord *c)
-{
-	if (!c)
-		return;
-	if (coord_shutdown(c, 0) == 0) {
-		lease_free(c->root_lease);
-		lease_free(c->session_lease);
-		sync_destroy(c);
-	}
-	free_scopes(c);
-	free(c);
 }
 
 /* ---- accessors -------------------------------------------------------- */
