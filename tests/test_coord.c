@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Coordinator: open ordering, busy path, latching, admission, shutdown. */
+/* Coordinator: open ordering, busy path, latching, admission (shutdown and
+ * placements: test_coord_end.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
@@ -25,30 +26,9 @@
 #include "lease.h"
 #include "mem.h"
 #include "testutil.h"
+#include "test_coord.h"
 
-#define SESSION_UUID "0b5c7f2e-1d3a-4e5f-8a9b-0c1d2e3f4a5b"
-
-/* Per-test fixture: a fresh mem store, a temp root, loss and release logs. */
-struct fx {
-	struct lease_store *store;
-	char *root;                /* as created */
-	char canon[PATH_MAX];
-	char root_name[81];
-	struct coord_config cfg;
-
-	/* mu protects loss_calls, loss_why, rel_n, rel_names, rel_deadline,
-	 * rel_now; cv is signalled on each change. */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int loss_calls;
-	enum lease_loss loss_why;
-	int rel_n;
-	char rel_names[8][LEASE_NAME_MAX + 1];
-	int64_t rel_deadline[8];
-	int64_t rel_now[8];
-};
-
-static void on_loss(void *ud, enum lease_loss why)
+void on_loss(void *ud, enum lease_loss why)
 {
 	struct fx *f = ud;
 
@@ -59,7 +39,7 @@ static void on_loss(void *ud, enum lease_loss why)
 	pthread_mutex_unlock(&f->mu);
 }
 
-static void observe_release(void *ud, const char *name, int64_t deadline)
+void observe_release(void *ud, const char *name, int64_t deadline)
 {
 	struct fx *f = ud;
 
@@ -75,7 +55,7 @@ static void observe_release(void *ud, const char *name, int64_t deadline)
 	pthread_mutex_unlock(&f->mu);
 }
 
-static int rel_count(struct fx *f)
+int fx_rel_count(struct fx *f)
 {
 	int n;
 
@@ -86,7 +66,7 @@ static int rel_count(struct fx *f)
 }
 
 /* Wait (bounded) until on_loss has run at least once. */
-static bool wait_loss(struct fx *f, int timeout_ms)
+bool wait_loss(struct fx *f, int timeout_ms)
 {
 	int64_t deadline = lease_deadline_ms(timeout_ms);
 	struct timespec ts;
@@ -102,7 +82,7 @@ static bool wait_loss(struct fx *f, int timeout_ms)
 	return ok;
 }
 
-static int fx_setup(void **state)
+int fx_setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
 
@@ -125,7 +105,7 @@ static int fx_setup(void **state)
 	return 0;
 }
 
-static int fx_teardown(void **state)
+int fx_teardown(void **state)
 {
 	struct fx *f = *state;
 
@@ -138,7 +118,7 @@ static int fx_teardown(void **state)
 	return 0;
 }
 
-static struct coord *fx_open(struct fx *f)
+struct coord *fx_open(struct fx *f)
 {
 	struct lease_err err = { 0 };
 	struct coord *c = NULL;
@@ -150,7 +130,7 @@ static struct coord *fx_open(struct fx *f)
 	return c;
 }
 
-static enum lease_state show_state(struct fx *f, const char *name,
+enum lease_state fx_show_state(struct fx *f, const char *name,
 				   uint64_t *epoch)
 {
 	struct lease_info info = { 0 };
@@ -163,7 +143,7 @@ static enum lease_state show_state(struct fx *f, const char *name,
 	return info.state;
 }
 
-static int count_entries(const char *dir)
+int count_entries(const char *dir)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
@@ -177,12 +157,7 @@ static int count_entries(const char *dir)
 	return n;
 }
 
-struct held_count {
-	int held;
-	char last[LEASE_NAME_MAX + 1];
-};
-
-static int count_held(const struct lease_info *info, void *ud)
+int count_held(const struct lease_info *info, void *ud)
 {
 	struct held_count *h = ud;
 
@@ -194,7 +169,7 @@ static int count_held(const struct lease_info *info, void *ud)
 }
 
 /* The store holds exactly one lease: this coordinator's session lease. */
-static void assert_only_session_held(struct fx *f)
+void fx_assert_only_session_held(struct fx *f)
 {
 	struct lease_err err = { 0 };
 	struct held_count h = { 0 };
@@ -221,17 +196,17 @@ static void test_exclusive_holds_both(void **state)
 	assert_int_equal(coord_state(c), COORD_HELD);
 	assert_int_equal(coord_healthy(c), 0);
 
-	assert_int_equal(show_state(f, f->root_name, &e), LEASE_STATE_HELD);
+	assert_int_equal(fx_show_state(f, f->root_name, &e), LEASE_STATE_HELD);
 	assert_int_equal(e, coord_root_epoch(c));
 	assert_true(e >= 1);
-	assert_int_equal(show_state(f, coord_session_lease_name(c), &e),
+	assert_int_equal(fx_show_state(f, coord_session_lease_name(c), &e),
 			 LEASE_STATE_HELD);
 	assert_int_equal(e, coord_session_epoch(c));
 
 	assert_int_equal(coord_shutdown(c, 1000), 0);
 	assert_int_equal(coord_state(c), COORD_CLOSED);
-	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_FREE);
-	assert_int_equal(show_state(f, "sessions/" SESSION_UUID, NULL),
+	assert_int_equal(fx_show_state(f, f->root_name, NULL), LEASE_STATE_FREE);
+	assert_int_equal(fx_show_state(f, "sessions/" SESSION_UUID, NULL),
 			 LEASE_STATE_FREE);
 	assert_int_equal(f->loss_calls, 0);
 	assert_int_equal(coord_loss_reason(c), LEASE_LOSS_NONE);
@@ -246,7 +221,7 @@ static void test_random_session_id(void **state)
 	f->cfg.session_id = NULL;
 	c = fx_open(f);
 	assert_true(lease_uuid_valid(coord_session_id(c)));
-	assert_int_equal(show_state(f, coord_session_lease_name(c), NULL),
+	assert_int_equal(fx_show_state(f, coord_session_lease_name(c), NULL),
 			 LEASE_STATE_HELD);
 	coord_free(c);
 }
@@ -264,7 +239,7 @@ static void assert_busy(struct fx *f, uint64_t holder_epoch)
 	assert_string_equal(err.name, f->canon);
 	assert_non_null(strstr(err.msg, f->canon));
 	/* the session lease was taken and given back, nothing was created */
-	assert_int_equal(show_state(f, "sessions/" SESSION_UUID, NULL),
+	assert_int_equal(fx_show_state(f, "sessions/" SESSION_UUID, NULL),
 			 LEASE_STATE_FREE);
 	assert_int_equal(count_entries(f->root), 0);
 }
@@ -316,8 +291,8 @@ static int hook_fail(void *ud, const char *root, struct lease_err *err)
 	hook_calls++;
 	assert_string_equal(root, f->canon);
 	/* called with both leases held */
-	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_HELD);
-	assert_int_equal(show_state(f, "sessions/" SESSION_UUID, NULL),
+	assert_int_equal(fx_show_state(f, f->root_name, NULL), LEASE_STATE_HELD);
+	assert_int_equal(fx_show_state(f, "sessions/" SESSION_UUID, NULL),
 			 LEASE_STATE_HELD);
 	return lease_err_set(err, LEASE_E_IO, -EPERM, root, "hook refused");
 }
@@ -335,8 +310,8 @@ static void test_after_acquire_failure_releases(void **state)
 	assert_null(c);
 	assert_int_equal(hook_calls, 1);
 	assert_string_equal(err.msg, "hook refused");
-	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_FREE);
-	assert_int_equal(show_state(f, "sessions/" SESSION_UUID, NULL),
+	assert_int_equal(fx_show_state(f, f->root_name, NULL), LEASE_STATE_FREE);
+	assert_int_equal(fx_show_state(f, "sessions/" SESSION_UUID, NULL),
 			 LEASE_STATE_FREE);
 	assert_int_equal(f->loss_calls, 0);
 }
@@ -416,12 +391,12 @@ static void test_healthy_latches_on_takeover(void **state)
 	/* shutdown after loss still releases both (no-op for the stale root)
 	 * and is not reported as a second loss */
 	assert_int_equal(coord_shutdown(c, 1000), 0);
-	assert_int_equal(rel_count(f), 2);
+	assert_int_equal(fx_rel_count(f), 2);
 	assert_int_equal(f->loss_calls, 1);
 	assert_int_equal(coord_loss_reason(c), LEASE_LOSS_TAKEOVER);
 	assert_int_equal(coord_healthy(c), -ESHUTDOWN);
 	/* the phantom taker still holds the root: our release did not free it */
-	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_HELD);
+	assert_int_equal(fx_show_state(f, f->root_name, NULL), LEASE_STATE_HELD);
 	coord_free(c);
 }
 
@@ -443,17 +418,17 @@ static void test_fence_after_drain(void **state)
 	assert_int_equal(lease_revoke(f->store, f->root_name, 0, NULL, &err), 0);
 	assert_true(wait_loss(f, 2000));
 	assert_int_equal(coord_fence(c, 0), -ETIMEDOUT);
-	assert_int_equal(rel_count(f), 0);
+	assert_int_equal(fx_rel_count(f), 0);
 	assert_int_equal(lease_acquire(f->store, f->root_name, 0, &succ, &err),
 			 -EBUSY);
 	coord_exit(c);
 	assert_int_equal(coord_fence(c, 0), 0);
-	assert_int_equal(rel_count(f), 1);
+	assert_int_equal(fx_rel_count(f), 1);
 	assert_string_equal(f->rel_names[0], f->root_name);
 	assert_int_equal(lease_acquire(f->store, f->root_name, 0, &succ, &err), 0);
 	assert_int_equal(coord_fence(c, 0), 0);
 	assert_int_equal(coord_shutdown(c, 1000), 0);
-	assert_int_equal(rel_count(f), 2);
+	assert_int_equal(fx_rel_count(f), 2);
 	assert_string_equal(f->rel_names[1], "sessions/" SESSION_UUID);
 	assert_false(lease_is_lost(succ));
 	lease_free(succ);
@@ -493,320 +468,6 @@ static void test_admission_closes_on_loss(void **state)
 	assert_int_equal(coord_shutdown(c, 2000), 0);
 	assert_int_equal(coord_enter(c), -ESHUTDOWN);
 	coord_free(c);
-}
-
-/* ---- shutdown ------------------------------------------------------------ */
-
-static void assert_release_order(struct fx *f)
-{
-	assert_int_equal(rel_count(f), 2);
-	assert_string_equal(f->rel_names[0], f->root_name);
-	assert_string_equal(f->rel_names[1], "sessions/" SESSION_UUID);
-	for (int i = 0; i < 2; i++)
-		if (f->rel_deadline[i] <= f->rel_now[i])
-			fail_msg("release %d got a dead deadline (%lld <= %lld)",
-				 i, (long long)f->rel_deadline[i],
-				 (long long)f->rel_now[i]);
-}
-
-static void test_shutdown_order_live_deadlines(void **state)
-{
-	struct fx *f = *state;
-	struct coord *c;
-
-	f->cfg.release_timeout_ms = 3000;
-	c = fx_open(f);
-	/* a mutation stays in flight and the caller allows no drain time:
-	 * nothing is released while it may still land */
-	assert_int_equal(coord_enter(c), 0);
-	assert_int_equal(coord_shutdown(c, 0), -ETIMEDOUT);
-	assert_int_equal(coord_shutdown(c, 50), -ETIMEDOUT);
-	assert_int_equal(rel_count(f), 0);
-	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_HELD);
-	assert_int_equal(coord_enter(c), -ESHUTDOWN);
-	assert_int_equal(coord_state(c), COORD_SHUTTING_DOWN);
-	/* once it finished, the next call releases, in order */
-	coord_exit(c);
-	assert_int_equal(coord_shutdown(c, 0), 0);
-	assert_release_order(f);
-	for (int i = 0; i < 2; i++)
-		assert_true(f->rel_deadline[i] - f->rel_now[i] >
-			    2000 * 1000000LL);
-	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_FREE);
-	assert_int_equal(show_state(f, "sessions/" SESSION_UUID, NULL),
-			 LEASE_STATE_FREE);
-	assert_int_equal(coord_healthy(c), -ESHUTDOWN);
-	assert_int_equal(coord_enter(c), -ESHUTDOWN);
-	assert_int_equal(coord_state(c), COORD_CLOSED);
-	/* repeated shutdown joins the same result and releases nothing more */
-	assert_int_equal(coord_shutdown(c, 1000), 0);
-	assert_int_equal(rel_count(f), 2);
-	assert_int_equal(f->loss_calls, 0);
-	coord_free(c);
-	assert_int_equal(rel_count(f), 2);
-}
-
-/* Closing admission stops new mutations but keeps both leases held
- * until shutdown proper, which then releases them in order. */
-static void test_close_admission_keeps_leases(void **state)
-{
-	struct fx *f = *state;
-	struct coord *c = fx_open(f);
-
-	assert_int_equal(coord_close_admission(c, 1000), 0);
-	assert_int_equal(coord_enter(c), -ESHUTDOWN);
-	assert_int_equal(coord_healthy(c), -ESHUTDOWN);
-	assert_int_equal(coord_state(c), COORD_SHUTTING_DOWN);
-	assert_int_equal(rel_count(f), 0);
-	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_HELD);
-	assert_int_equal(show_state(f, "sessions/" SESSION_UUID, NULL),
-			 LEASE_STATE_HELD);
-	assert_int_equal(coord_close_admission(c, 0), 0);
-	assert_int_equal(coord_shutdown(c, 1000), 0);
-	assert_release_order(f);
-	assert_int_equal(f->loss_calls, 0);
-	coord_free(c);
-}
-
-struct shut_arg {
-	struct coord *c;
-	int64_t drain_ms;
-	pthread_barrier_t *barrier;
-	int result;
-};
-
-static void *shut_thread(void *p)
-{
-	struct shut_arg *a = p;
-
-	if (a->barrier)
-		pthread_barrier_wait(a->barrier);
-	a->result = coord_shutdown(a->c, a->drain_ms);
-	return NULL;
-}
-
-/* Bounded wait for a state change driven by another thread, on the
- * coordinator's state fd. */
-static bool wait_state(struct coord *c, enum coord_state st, int timeout_ms)
-{
-	int64_t deadline = lease_deadline_ms(timeout_ms);
-	struct pollfd p = { .fd = coord_state_fd(c), .events = POLLIN };
-	uint64_t v;
-
-	while (coord_state(c) != st) {
-		int64_t left = (deadline - lease_now_ns()) / 1000000;
-
-		if (left <= 0 || poll(&p, 1, (int)left + 1) <= 0)
-			return false;
-		if (read(p.fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-			return false;
-	}
-	return true;
-}
-
-static void test_shutdown_drains_first(void **state)
-{
-	struct fx *f = *state;
-	struct coord *c = fx_open(f);
-	struct shut_arg a = { .c = c, .drain_ms = 10000 };
-	pthread_t t;
-
-	assert_int_equal(coord_enter(c), 0);
-	assert_int_equal(pthread_create(&t, NULL, shut_thread, &a), 0);
-	assert_true(wait_state(c, COORD_SHUTTING_DOWN, 5000));
-	assert_int_equal(coord_enter(c), -ESHUTDOWN);
-	/* still draining: nothing released while the mutation runs */
-	assert_int_equal(rel_count(f), 0);
-	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_HELD);
-	coord_exit(c);
-	assert_int_equal(pthread_join(t, NULL), 0);
-	assert_int_equal(a.result, 0);
-	assert_release_order(f);
-	assert_int_equal(f->loss_calls, 0);
-	coord_free(c);
-}
-
-static void test_concurrent_shutdowns_run_once(void **state)
-{
-	struct fx *f = *state;
-	struct coord *c = fx_open(f);
-	pthread_barrier_t barrier;
-	struct shut_arg a[4];
-	pthread_t t[4];
-
-	assert_int_equal(coord_enter(c), 0); /* makes the teardown take a while */
-	pthread_barrier_init(&barrier, NULL, 4);
-	for (int i = 0; i < 4; i++) {
-		a[i] = (struct shut_arg){ .c = c, .drain_ms = 200,
-					  .barrier = &barrier };
-		assert_int_equal(pthread_create(&t[i], NULL, shut_thread, &a[i]),
-				 0);
-	}
-	for (int i = 0; i < 4; i++)
-		assert_int_equal(pthread_join(t[i], NULL), 0);
-	pthread_barrier_destroy(&barrier);
-	for (int i = 0; i < 4; i++)
-		assert_int_equal(a[i].result, -ETIMEDOUT);
-	assert_int_equal(rel_count(f), 0); /* never while in flight */
-	coord_exit(c);
-	for (int i = 0; i < 4; i++) {
-		a[i].result = 1;
-		a[i].barrier = NULL;
-		assert_int_equal(pthread_create(&t[i], NULL, shut_thread, &a[i]),
-				 0);
-	}
-	for (int i = 0; i < 4; i++)
-		assert_int_equal(pthread_join(t[i], NULL), 0);
-	for (int i = 0; i < 4; i++)
-		assert_int_equal(a[i].result, 0);
-	assert_release_order(f);
-	assert_int_equal(f->loss_calls, 0);
-	coord_free(c);
-	assert_int_equal(rel_count(f), 2);
-}
-
-static void test_free_without_shutdown_is_orderly(void **state)
-{
-	struct fx *f = *state;
-	struct coord *c = fx_open(f);
-
-	coord_free(c);
-	assert_release_order(f);
-	assert_int_equal(f->loss_calls, 0);
-	assert_int_equal(show_state(f, f->root_name, NULL), LEASE_STATE_FREE);
-}
-
-/* ---- placements ---------------------------------------------------------- */
-
-static void test_session_placement(void **state)
-{
-	struct fx *f = *state;
-	char want[PATH_MAX + 64];
-	struct coord *c;
-	struct stat st;
-
-	f->cfg.placement = PLACEMENT_SESSION;
-	c = fx_open(f);
-	snprintf(want, sizeof(want), "%s/%s", f->canon, SESSION_UUID);
-	assert_string_equal(coord_root(c), want);
-	assert_int_equal(stat(want, &st), 0);
-	assert_true(S_ISDIR(st.st_mode));
-	assert_int_equal(st.st_mode & 07777, 0700);
-	assert_string_equal(coord_root_lease_name(c), "");
-	assert_int_equal(coord_root_epoch(c), 0);
-	assert_only_session_held(f);
-	assert_int_equal(coord_healthy(c), 0);
-
-	/* losing the session lease latches loss here */
-	assert_int_equal(lease_mem_force_loss(f->store, "sessions/" SESSION_UUID,
-					      LEASE_LOSS_TAKEOVER), 0);
-	assert_int_equal(coord_healthy(c), -ENOLINK);
-	assert_int_equal(coord_shutdown(c, 1000), 0);
-	assert_int_equal(rel_count(f), 1);
-	assert_string_equal(f->rel_names[0], "sessions/" SESSION_UUID);
-	coord_free(c);
-}
-
-static void test_session_placement_not_a_dir(void **state)
-{
-	struct fx *f = *state;
-	struct lease_err err = { 0 };
-	struct coord *c = NULL;
-	char path[PATH_MAX + 64];
-	int fd;
-
-	f->cfg.placement = PLACEMENT_SESSION;
-	snprintf(path, sizeof(path), "%s/%s", f->root, SESSION_UUID);
-	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(coord_open(&f->cfg, &c, &err), -ENOTDIR);
-	assert_null(c);
-	assert_int_equal(show_state(f, "sessions/" SESSION_UUID, NULL),
-			 LEASE_STATE_FREE);
-}
-
-static void test_shared_placement(void **state)
-{
-	struct fx *f = *state;
-	struct coord *c;
-
-	f->cfg.placement = PLACEMENT_SHARED;
-	c = fx_open(f);
-	assert_string_equal(coord_root(c), f->canon);
-	assert_string_equal(coord_root_lease_name(c), "");
-	assert_only_session_held(f);
-	assert_int_equal(coord_healthy(c), 0);
-	assert_int_equal(lease_mem_force_loss(f->store, "sessions/" SESSION_UUID,
-					      LEASE_LOSS_TAKEOVER), 0);
-	for (int i = 0; i < 10; i++) {
-		assert_int_equal(coord_healthy(c), 0);
-		assert_int_equal(coord_enter(c), 0);
-		coord_exit(c);
-	}
-	/* Told, so that it can acknowledge; nothing latched. */
-	assert_int_equal(f->loss_calls, 1);
-	assert_int_equal(coord_state(c), COORD_HELD);
-	assert_int_equal(coord_fence(c, 0), 0);
-	assert_int_equal(coord_healthy(c), 0);
-	assert_int_equal(coord_shutdown(c, 1000), 0);
-	assert_int_equal(coord_healthy(c), -ESHUTDOWN);
-	coord_free(c);
-}
-
-/* ---- lease directory inside the root (file backend) ----------------------- */
-
-static void open_file_store(struct fx *f, const char *dir)
-{
-	char uri[PATH_MAX + 8];
-	struct lease_err err = { 0 };
-
-	lease_store_close(f->store);
-	f->store = NULL;
-	snprintf(uri, sizeof(uri), "file:%s", dir);
-	if (lease_store_open(uri, NULL, &f->store, &err) != 0)
-		fail_msg("open %s: %s", uri, err.msg);
-	f->cfg.store = f->store;
-}
-
-static void test_lease_dir_inside_root_refused(void **state)
-{
-	struct fx *f = *state;
-	struct lease_err err = { 0 };
-	struct held_count h = { 0 };
-	struct coord *c = NULL;
-	char dir[PATH_MAX + 64];
-
-	snprintf(dir, sizeof(dir), "%s/sub/leases", f->root);
-	open_file_store(f, dir);
-	assert_int_equal(coord_open(&f->cfg, &c, &err), -EINVAL);
-	assert_null(c);
-	assert_int_equal(err.kind, LEASE_E_USAGE);
-	assert_non_null(strstr(err.msg, "inside"));
-	assert_int_equal(lease_list(f->store, count_held, &h, &err), 0);
-	assert_int_equal(h.held, 0);
-
-	/* equal to the root, spelled differently */
-	snprintf(dir, sizeof(dir), "%s/./sub/..", f->root);
-	open_file_store(f, dir);
-	assert_int_equal(coord_open(&f->cfg, &c, &err), -EINVAL);
-	assert_int_equal(err.kind, LEASE_E_USAGE);
-	assert_non_null(strstr(err.msg, "equal"));
-}
-
-static void test_lease_dir_sibling_prefix_accepted(void **state)
-{
-	struct fx *f = *state;
-	struct coord *c;
-	char dir[PATH_MAX + 64];
-
-	/* shares the root's string prefix but is not inside it */
-	snprintf(dir, sizeof(dir), "%s-leases", f->root);
-	open_file_store(f, dir);
-	c = fx_open(f);
-	assert_int_equal(coord_healthy(c), 0);
-	coord_free(c);
-	tu_rmrf(dir);
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
