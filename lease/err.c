@@ -87,12 +87,3 @@ const char *lease_state_str(enum lease_state st)
 	return "unknown";
 }
 
-const char *lease_fence_str(enum lease_fence f)
-{
-	switch (f) {
-	case LEASE_FENCE_ACKED: return "acknowledged";
-	case LEASE_FENCE_EXPIRED: return "expired";
-	case LEASE_FENCE_PENDING: return "pending";
-	}
-	return "unknown";
-}

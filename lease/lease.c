@@ -273,16 +273,6 @@ void lease_store_close(struct lease_store *store)
 	store_free(store);
 }
 
-const char *lease_store_uri(const struct lease_store *store)
-{
-	return store->uri;
-}
-
-const char *lease_store_scheme(const struct lease_store *store)
-{
-	return store->be->scheme;
-}
-
 const char *lease_store_local_dir(const struct lease_store *store)
 {
 	return store->be->local_dir ? store->be->local_dir(store) : NULL;

@@ -150,8 +150,6 @@ void lease_store_close(struct lease_store *store);
 /* The local directory a store URI names (file: stores), without opening
  * it; NULL for stores that have none. */
 const char *lease_uri_local_dir(const char *uri);
-const char *lease_store_uri(const struct lease_store *store);
-const char *lease_store_scheme(const struct lease_store *store);
 /* Local directory backing the store, or NULL when it has none. */
 const char *lease_store_local_dir(const struct lease_store *store);
 
@@ -260,7 +258,6 @@ enum lease_fence {
 	LEASE_FENCE_PENDING, /* neither by the deadline: the name stays shut
 				to successors until one of them happens */
 };
-const char *lease_fence_str(enum lease_fence f);
 
 /*
  * Force loss on the current holder of `name`: its epoch is superseded and
