@@ -4,6 +4,7 @@
 #define LEASEFS_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "daemon.h"
 #include "roots.h"
@@ -12,7 +13,7 @@ extern const char usage_text[];
 
 /* The commands: argv[0] is the command word. */
 int cmd_mount(int argc, char **argv);       /* mount.c */
-int cmd_mount_fstab(int argc, char **argv); /* options.c: argv[1] is ROOT */
+int cmd_mount_fstab(int argc, char **argv); /* fstab.c: argv[1] is ROOT */
 int cmd_status(int argc, char **argv);      /* clients.c */
 int cmd_watch(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
@@ -29,6 +30,9 @@ int usage_error(struct lfs_err *err, const char *fmt, const char *arg);
 const char *default_leases(void);
 /* Non-negative seconds, at most 1e6: 0 or -EINVAL. */
 int parse_seconds(const char *s, double *out);
+/* "key=value" with the key one of mount's long options that takes a
+ * value (leasefs's own keys inside fstab's -o): the key's length, else 0. */
+size_t mount_own_key(const char *opt);
 
 /* mount.c */
 /* Whether `path` is a mount whose daemon is gone (statfs: ENOTCONN...). */

@@ -3,7 +3,7 @@
  * leasefs: the command line.  main() dispatches on the command word:
  *
  *   leasefs mount [options] ROOT MOUNTPOINT       mount.c, options.c
- *   leasefs ROOT MOUNTPOINT -o OPT[,OPT...]       options.c (mount(8))
+ *   leasefs ROOT MOUNTPOINT -o OPT[,OPT...]       fstab.c (mount(8))
  *   leasefs status|watch|metrics|umount MOUNTPOINT clients.c
  *   leasefs lease list|show NAME|revoke NAME      lease_cmd.c
  *

@@ -10,10 +10,25 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "roots.h"
 
 #define REQUEST_TIMEOUT_MS 5000
 /* A reply past this is no daemon's: refused rather than read on. */
 #define REPLY_MAX (16u << 20)
+
+int control_path(const char *mountpoint, char *out, size_t outsz)
+{
+	char name[96];
+	int r = ws_root_name(mountpoint, name, sizeof(name));
+
+	if (r < 0)
+		return r;
+	/* name is "workspace-roots/<hex>": the hash names the socket. */
+	if ((size_t)snprintf(out, outsz, CONTROL_DIR "/%s.sock",
+			     strchr(name, '/') + 1) >= outsz)
+		return -ENAMETOOLONG;
+	return 0;
+}
 
 int control_connect_path(const char *path)
 {

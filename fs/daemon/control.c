@@ -27,7 +27,6 @@
 #include "roots.h"
 #include "textfile.h"
 
-#define CTL_DIR LEASEFS_RUN_DIR "/ctl"
 #define MAX_WAITERS 16
 #define MAX_WATCHERS 64
 #define MAX_CLIENTS 32
@@ -51,20 +50,6 @@ struct control {
 		char line[64];
 	} clients[MAX_CLIENTS];
 };
-
-int control_path(const char *mountpoint, char *out, size_t outsz)
-{
-	char name[96];
-	int r = ws_root_name(mountpoint, name, sizeof(name));
-
-	if (r < 0)
-		return r;
-	/* name is "workspace-roots/<hex>": the hash names the socket. */
-	if ((size_t)snprintf(out, outsz, CTL_DIR "/%s.sock",
-			     strchr(name, '/') + 1) >= outsz)
-		return -ENAMETOOLONG;
-	return 0;
-}
 
 static void reply(int fd, const char *s)
 {
@@ -390,7 +375,7 @@ static int listen_on(struct control *ctl)
 	int fd, r;
 
 	if ((mkdir(LEASEFS_RUN_DIR, 0700) < 0 && errno != EEXIST) ||
-	    (mkdir(CTL_DIR, 0700) < 0 && errno != EEXIST))
+	    (mkdir(CONTROL_DIR, 0700) < 0 && errno != EEXIST))
 		return -errno;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)

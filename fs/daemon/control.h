@@ -18,9 +18,13 @@
 
 #include <stddef.h>
 
+#include "roots.h"
 #include "status.h"
 
-/* Control socket path for a canonical mount point; `out` >= 108 bytes. */
+/* Where the sockets are: root's, 0700. */
+#define CONTROL_DIR LEASEFS_RUN_DIR "/ctl"
+/* Control socket path for a canonical mount point; `out` >= 108 bytes
+ * (client.c: both sides name it so). */
 int control_path(const char *mountpoint, char *out, size_t outsz);
 
 /* ---- server ----------------------------------------------------------- */

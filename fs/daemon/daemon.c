@@ -45,7 +45,7 @@ static int start_services(struct daemon *d, struct lfs_err *err)
 			.mountpoint = d->opts->mountpoint,
 		},
 		.metrics_dir = d->opts->metrics_dir,
-		.on_umount = on_umount,
+		.on_umount = daemon_on_umount,
 		.userdata = d,
 	};
 	int r = control_start(&info, &d->ctl);
@@ -69,7 +69,7 @@ static int teardown(struct daemon *d)
 	int r = 0;
 
 	if (d->event_thread_started) {
-		on_umount(d); /* the event thread closes admission and exits */
+		daemon_on_umount(d); /* the event thread closes admission and exits */
 		pthread_join(d->event_thread, NULL);
 	}
 	if (d->se)

@@ -96,8 +96,8 @@ int open_fs(struct daemon *d, struct lfs_err *err);
 /* SIGTERM, SIGINT, SIGHUP into d->signal_fd; SIGPIPE ignored. */
 int block_signals(struct daemon *d);
 /* The coordinator's loss callback, and the control socket's umount. */
-void on_loss(void *ud, enum lease_loss why);
-void on_umount(void *ud);
+void daemon_on_loss(void *ud, enum lease_loss why);
+void daemon_on_umount(void *ud);
 void *event_thread(void *p);
 /* Fenced: the root's host lock goes (its next owner on this host may
  * come). */

@@ -23,7 +23,7 @@
 
 #include "daemon_int.h"
 
-void on_loss(void *ud, enum lease_loss why)
+void daemon_on_loss(void *ud, enum lease_loss why)
 {
 	struct daemon *d = ud;
 
@@ -37,7 +37,7 @@ void on_loss(void *ud, enum lease_loss why)
 	(void)eventfd_write(d->event_fd, 1);
 }
 
-void on_umount(void *ud)
+void daemon_on_umount(void *ud)
 {
 	struct daemon *d = ud;
 

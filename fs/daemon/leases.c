@@ -225,7 +225,7 @@ int open_coord(struct daemon *d, struct lfs_err *err)
 		.acquire_deadline = d->acquire_deadline,
 		.after_acquire = after_acquire,
 		.after_acquire_userdata = d,
-		.on_loss = on_loss,
+		.on_loss = daemon_on_loss,
 		.on_loss_userdata = d,
 		.log = log_line,
 		.log_userdata = d,
