@@ -155,16 +155,7 @@ static int identity(const struct want *w, char *out)
  * place; false at the filesystem's root. */
 static bool id_parent(char *id)
 {
-	char *path = strchr(strchr(id, ':') + 1, ':') + 1;
-	char *slash = strrchr(path, '/');
-
-	if (!slash || strcmp(path, "/") == 0)
-		return false;
-	if (slash == path)
-		slash[1] = '\0';
-	else
-		*slash = '\0';
-	return true;
+	return ws_path_parent(strchr(strchr(id, ':') + 1, ':') + 1);
 }
 
 /* ---- the set of locks --------------------------------------------------- */

@@ -48,18 +48,6 @@ static void add_range(json_object *ops, const char *kb64, const char *end)
 	json_object_array_add(ops, etcd_wrap("request_range", r));
 }
 
-static void add_put(json_object *ops, const char *kb64, const char *vb64,
-		    int64_t lease)
-{
-	json_object *put = etcd_obj_str("key", kb64);
-
-	if (vb64)
-		json_object_object_add(put, "value", json_object_new_string(vb64));
-	if (lease)
-		json_object_object_add(put, "lease", etcd_json_int64_str(lease));
-	json_object_array_add(ops, etcd_wrap("request_put", put));
-}
-
 
 void etcd_create_keys_free(struct create_keys *ck)
 {
@@ -114,15 +102,15 @@ static json_object *create_body(const struct create_keys *ck,
 
 	json_object_array_add(cmp, etcd_cmp_create(ck->fk, 0));
 	json_object_array_add(cmp, etcd_cmp_none(ck->in, ck->in_end));
-	add_put(succ, ck->k, value, lease);
-	add_put(succ, ck->hk, NULL, 0);
+	etcd_add_put(succ, ck->k, value, lease);
+	etcd_add_put(succ, ck->hk, NULL, 0);
 	add_range(fail, ck->k, NULL);
 	add_range(fail, ck->fk, NULL);
 	add_range(fail, ck->in, ck->in_end);
 	for (size_t i = 0; i < ck->n; i++) {
 		json_object_array_add(cmp, etcd_cmp_create(ck->sk[i], 0));
 		json_object_array_add(cmp, etcd_cmp_create(ck->sfk[i], 0));
-		add_put(succ, ck->scope[i], NULL, lease);
+		etcd_add_put(succ, ck->scope[i], NULL, lease);
 		add_range(fail, ck->sk[i], NULL);
 		add_range(fail, ck->sfk[i], NULL);
 	}

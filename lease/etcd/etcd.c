@@ -450,32 +450,33 @@ out:
 	etcd_create_keys_free(&ck);
 }
 
-const struct lease_backend lease_backend_etcd = {
-	.scheme = "etcd",
-	.open = etcd_open,
-	.close = etcd_close,
-	.try_acquire = etcd_try_acquire,
-	.release = etcd_release,
-	.free_lease = etcd_free_lease,
-	.list = etcd_list,
-	.show = etcd_show,
-	.revoke = etcd_revoke,
-	.await_fence = etcd_await_fence,
-	.await_change = etcd_await_change,
-	.hold_fence = etcd_hold_fence,
-};
+void etcd_add_put(json_object *ops, const char *kb64, const char *vb64,
+		  int64_t lease)
+{
+	json_object *put = etcd_obj_str("key", kb64);
 
-const struct lease_backend lease_backend_etcds = {
-	.scheme = "etcds",
-	.open = etcds_open,
-	.close = etcd_close,
-	.try_acquire = etcd_try_acquire,
-	.release = etcd_release,
-	.free_lease = etcd_free_lease,
-	.list = etcd_list,
-	.show = etcd_show,
-	.revoke = etcd_revoke,
-	.await_fence = etcd_await_fence,
-	.await_change = etcd_await_change,
-	.hold_fence = etcd_hold_fence,
-};
+	if (vb64)
+		json_object_object_add(put, "value", json_object_new_string(vb64));
+	if (lease)
+		json_object_object_add(put, "lease", etcd_json_int64_str(lease));
+	json_object_array_add(ops, etcd_wrap("request_put", put));
+}
+
+/* The two schemes differ only in how a store is opened (etcds: TLS). */
+#define ETCD_BACKEND(name, open_fn) {                                         \
+	.scheme = name,                                                       \
+	.open = open_fn,                                                      \
+	.close = etcd_close,                                                  \
+	.try_acquire = etcd_try_acquire,                                      \
+	.release = etcd_release,                                              \
+	.free_lease = etcd_free_lease,                                        \
+	.list = etcd_list,                                                    \
+	.show = etcd_show,                                                    \
+	.revoke = etcd_revoke,                                                \
+	.await_fence = etcd_await_fence,                                      \
+	.await_change = etcd_await_change,                                    \
+	.hold_fence = etcd_hold_fence,                                        \
+}
+
+const struct lease_backend lease_backend_etcd = ETCD_BACKEND("etcd", etcd_open);
+const struct lease_backend lease_backend_etcds = ETCD_BACKEND("etcds", etcds_open);

@@ -111,6 +111,10 @@ json_object *etcd_obj_str(const char *k, const char *v);
 json_object *etcd_obj_i64(const char *k, int64_t v);
 /* {"kind": inner} */
 json_object *etcd_wrap(const char *kind, json_object *inner);
+/* Put key (base64) with value vb64 (NULL: empty) and etcd lease `lease`
+ * (0: none) into the ops array of a transaction. */
+void etcd_add_put(json_object *ops, const char *kb64, const char *vb64,
+		  int64_t lease);
 /* Compare create_revision(key) == rev. */
 json_object *etcd_cmp_create(const char *kb64, int64_t rev);
 json_object *etcd_txn_body(json_object *cmp, json_object *succ,

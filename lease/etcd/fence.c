@@ -232,20 +232,6 @@ static char *hwm_revoked_value(uint64_t epoch, bool acked)
 	return out;
 }
 
-/* Put key (base64) with value vb64 (NULL: empty) and etcd lease `lease`
- * (0: none) into the ops array. */
-static void add_put(json_object *ops, const char *kb64, const char *vb64,
-		    int64_t lease)
-{
-	json_object *put = etcd_obj_str("key", kb64);
-
-	if (vb64)
-		json_object_object_add(put, "value", json_object_new_string(vb64));
-	if (lease)
-		json_object_object_add(put, "lease", etcd_json_int64_str(lease));
-	json_object_array_add(ops, etcd_wrap("request_put", put));
-}
-
 /* Put (lease) or delete (lease < 0) the scope keys of `name` in f. */
 static int add_scope_ops(const struct etcd_store *es, json_object *ops,
 			 const char *name, const struct fence *f, int64_t lease)
@@ -259,7 +245,7 @@ static int add_scope_ops(const struct etcd_store *es, json_object *ops,
 			json_object_array_add(ops, etcd_wrap("request_delete_range",
 							     etcd_obj_str("key", k)));
 		else
-			add_put(ops, k, NULL, lease);
+			etcd_add_put(ops, k, NULL, lease);
 		free(k);
 	}
 	return 0;
@@ -335,7 +321,7 @@ static int fence_attach(struct etcd_store *es, const char *name,
 
 	if (r == 0) {
 		succ = json_object_new_array();
-		add_put(succ, fk, f->value_b64, id);
+		etcd_add_put(succ, fk, f->value_b64, id);
 		r = add_scope_ops(es, succ, name, f, id);
 		if (r == 0)
 			r = run_txn(es, name, etcd_txn_body(etcd_one(cmp_value(fk,
@@ -392,7 +378,7 @@ int etcd_fence_ack(struct etcd_store *es, const struct lease *l,
 		json_object_object_add(cmp, "mod_revision", etcd_json_int64_str(f.mod));
 		succ = etcd_one(etcd_wrap("request_delete_range",
 					  etcd_obj_str("key", fk)));
-		add_put(succ, hk, hv, 0);
+		etcd_add_put(succ, hk, hv, 0);
 		r = add_scope_ops(es, succ, l->name, &f, -1);
 		if (r == 0)
 			r = run_txn(es, l->name, etcd_txn_body(etcd_one(cmp), succ,
@@ -502,8 +488,8 @@ static int revoke_txn(struct etcd_store *es, const char *name,
 	if (k && hk && fk && hv) {
 		succ = etcd_one(etcd_wrap("request_delete_range",
 					  etcd_obj_str("key", k)));
-		add_put(succ, hk, hv, 0);
-		add_put(succ, fk, f->value_b64, 0);
+		etcd_add_put(succ, hk, hv, 0);
+		etcd_add_put(succ, fk, f->value_b64, 0);
 		r = add_scope_ops(es, succ, name, f, 0);
 		if (r == 0)
 			r = run_txn(es, name, etcd_txn_body(etcd_one(etcd_cmp_create(
