@@ -112,6 +112,7 @@ static inline void lease_set_safe_until(struct lease *lease, int64_t t)
 }
 
 extern const struct lease_backend lease_backend_file;
+extern const struct lease_backend lease_backend_fsstore;
 
 /* One more backend for lease_store_open() (tests add their process-local
  * one this way; the product has only its own).  Up to 4; -ENOSPC. */

@@ -38,6 +38,7 @@ bool lease_deadline_passed(int64_t deadline)
 
 static const struct lease_backend *const builtin[] = {
 	&lease_backend_file,
+	&lease_backend_fsstore,
 #ifdef LEASEFS_HAVE_ETCD
 	&lease_backend_etcd,
 	&lease_backend_etcds,
@@ -208,7 +209,11 @@ const char *lease_uri_local_dir(const char *uri)
 {
 	const char *rest;
 
-	if (!uri || backend_for(uri, &rest) != &lease_backend_file)
+	const struct lease_backend *be = uri ? backend_for(uri, &rest) : NULL;
+
+	if (be == &lease_backend_fsstore)
+		return rest;
+	if (be != &lease_backend_file)
 		return NULL;
 	return rest && *rest ? rest : LEASE_FILE_DEFAULT_DIR;
 }

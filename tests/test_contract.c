@@ -668,8 +668,9 @@ int main(int argc, char **argv)
 
 	if (argc > 1)
 		backend = argv[1];
-	if (strcmp(backend, "mem") && strcmp(backend, "file") && strcmp(backend, "etcd")) {
-		fprintf(stderr, "usage: %s mem|file|etcd\n", argv[0]);
+	if (strcmp(backend, "mem") && strcmp(backend, "file") &&
+	    strcmp(backend, "fsstore") && strcmp(backend, "etcd")) {
+		fprintf(stderr, "usage: %s mem|file|fsstore|etcd\n", argv[0]);
 		return 2;
 	}
 	for (size_t i = 0; i < NTESTS(contract_tests); i++)

@@ -87,6 +87,14 @@ struct lease_store *tu_open_store(const char *backend, char **dir_out)
 			*dir_out = dir;
 		else
 			free(dir);
+	} else if (strcmp(backend, "fsstore") == 0) {
+		char *dir = tu_mkdtemp("fsstore");
+
+		snprintf(last_uri, sizeof(last_uri), "fsstore:%s", dir);
+		if (dir_out)
+			*dir_out = dir;
+		else
+			free(dir);
 	} else if (strcmp(backend, "etcd") == 0) {
 		const char *ep = getenv("LEASEFS_ETCD_ENDPOINTS");
 

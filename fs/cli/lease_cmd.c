@@ -53,10 +53,13 @@ static int revoke_and_wait(struct lease_store *st, const char *name,
 	case LEASE_FENCE_PENDING:
 		break;
 	}
-	fprintf(stderr, "leasefs: revoked %s, but the holder has not "
-		"acknowledged within %.0f s (stopped, or stuck in a write); no "
-		"successor can acquire it until it does, its TTL runs out or it "
-		"exits\n", name, timeout_s);
+	if (err->msg[0])
+		fprintf(stderr, "leasefs: revoked %s, but %s\n", name, err->msg);
+	else
+		fprintf(stderr, "leasefs: revoked %s, but the holder has not "
+			"acknowledged within %.0f s (stopped, or stuck in a "
+			"write); no successor can acquire it until it does, its "
+			"TTL runs out or it exits\n", name, timeout_s);
 	return 1;
 }
 

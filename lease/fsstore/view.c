@@ -1,0 +1,380 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fsstore backend: who holds what (/proc/locks and our records),
+ * show, list, revoke and its fence (the layout: fsstore_int.h).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "fsstore_int.h"
+
+/* ---- who holds a lock file ------------------------------------------ */
+
+/*
+ * /proc/locks lines read "N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INO 0 EOF"
+ * (MAJ and MIN in hex, of the inode's superblock).  A filesystem whose
+ * stat reports another device than its superblock's (btrfs subvolumes)
+ * is matched by inode alone.
+ */
+int fss_lock_held(int fd, pid_t *pid)
+{
+	struct stat st;
+	char line[256];
+	FILE *f;
+	int found = 0;
+
+	*pid = 0;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	f = fopen("/proc/locks", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char kind[16], mode[16];
+		unsigned maj, min;
+		unsigned long long ino;
+		int p;
+
+		if (strstr(line, "->") ||
+		    sscanf(line, "%*d: %15s %*s %15s %d %x:%x:%llu", kind, mode,
+			   &p, &maj, &min, &ino) != 6)
+			continue;
+		if (strcmp(kind, "FLOCK") || strcmp(mode, "WRITE") ||
+		    ino != (unsigned long long)st.st_ino)
+			continue;
+		*pid = p;
+		found = 1;
+		if (maj == major(st.st_dev) && min == minor(st.st_dev))
+			break;
+	}
+	fclose(f);
+	return found;
+}
+
+/* ---- our records ---------------------------------------------------- */
+
+/* A record whose lock nobody holds is a dead holder's. */
+static bool record_live(int fd)
+{
+	if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+		flock(fd, LOCK_UN);
+		return false;
+	}
+	return errno == EWOULDBLOCK;
+}
+
+int fss_holder_read(struct fss_store *fs, const char *hex, uint64_t *epoch,
+		    pid_t *pid, bool *revoked, char *desc, size_t descsz)
+{
+	char rel[FSS_HEX_LEN + 32], buf[FSS_HOLDER_LINE + 1024];
+	char state[8];
+	unsigned long long e;
+	int p, n, fd;
+
+	snprintf(rel, sizeof(rel), "leasefs/holders/%s.holder", hex);
+	fd = fss_openat(fs, rel, O_RDONLY, 0);
+	if (fd < 0)
+		return 0;
+	n = (int)pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n < FSS_HOLDER_LINE || !record_live(fd)) {
+		close(fd);
+		return 0;
+	}
+	close(fd);
+	buf[n] = '\0';
+	if (sscanf(buf, "%llu %d %7s", &e, &p, state) != 3)
+		return 0;
+	*epoch = e;
+	*pid = p;
+	*revoked = strcmp(state, "revoked") == 0;
+	if (desc && descsz) {
+		char *nl = strchr(buf + FSS_HOLDER_LINE, '\n');
+
+		if (nl)
+			*nl = '\0';
+		snprintf(desc, descsz, "%s", buf + FSS_HOLDER_LINE);
+	}
+	return 1;
+}
+
+/* A revoke of a leasefs holder: its record says so, for every later
+ * revoke and show. */
+static int holder_mark_revoked(struct fss_store *fs, const char *hex)
+{
+	char rel[FSS_HEX_LEN + 32];
+	int fd, r = 0;
+
+	snprintf(rel, sizeof(rel), "leasefs/holders/%s.holder", hex);
+	fd = fss_openat(fs, rel, O_WRONLY, 0);
+	if (fd < 0)
+		return fd;
+	if (pwrite(fd, "revoked", 7, FSS_STATE_OFF) != 7)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+unsigned fss_within(struct fss_store *fs, const char *name, char *first,
+		    size_t firstsz, uint64_t *first_epoch)
+{
+	char hex[FSS_HEX_LEN + 1], rel[FSS_HEX_LEN + 32];
+	unsigned n = 0;
+	struct dirent *de;
+	DIR *d;
+	int dfd;
+
+	fss_hex(name, hex);
+	snprintf(rel, sizeof(rel), "leasefs/within/%s", hex);
+	dfd = fss_openat(fs, rel, O_RDONLY | O_DIRECTORY, 0);
+	if (dfd < 0 || !(d = fdopendir(dfd))) {
+		if (dfd >= 0)
+			close(dfd);
+		return 0;
+	}
+	while ((de = readdir(d)) != NULL) {
+		char buf[LEASE_NAME_MAX + 32], inner[LEASE_NAME_MAX + 1];
+		unsigned long long e;
+		int fd;
+		ssize_t k;
+
+		if (de->d_name[0] == '.')
+			continue;
+		fd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		k = pread(fd, buf, sizeof(buf) - 1, 0);
+		if (k > 0 && record_live(fd)) {
+			buf[k] = '\0';
+			if (sscanf(buf, "%llu %512s", &e, inner) == 2 && n++ == 0) {
+				snprintf(first, firstsz, "%s", inner);
+				*first_epoch = e;
+			}
+		}
+		close(fd);
+	}
+	closedir(d);
+	return n;
+}
+
+/* ---- show and list -------------------------------------------------- */
+
+int fss_show(struct lease_store *store, const char *name,
+	     struct lease_info *info, struct lease_err *err)
+{
+	struct fss_store *fs = fss_of(store);
+	char hex[FSS_HEX_LEN + 1];
+	uint64_t he = 0;
+	pid_t pid = 0, hpid = 0;
+	bool revoked = false;
+	int fd, r;
+
+	memset(info, 0, sizeof(*info));
+	snprintf(info->name, sizeof(info->name), "%s", name);
+	info->within = fss_within(fs, name, info->within_name,
+				  sizeof(info->within_name), &info->within_epoch);
+	fd = fss_lock_open(fs, name, false);
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return lease_err_set(err, LEASE_E_IO, fd, name, "open lease '%s' "
+				     "in %s: %s", name, fs->dir, strerror(-fd));
+	r = fss_epoch_read(fs, fd, name, false, &info->epoch, err);
+	if (r == 0 && fss_lock_held(fd, &pid) > 0) {
+		info->state = LEASE_STATE_HELD;
+		info->holder_pid = pid;
+		fss_hex(name, hex);
+		if (fss_holder_read(fs, hex, &he, &hpid, &revoked, info->holder,
+				    sizeof(info->holder)) && he == info->epoch) {
+			if (revoked)
+				info->state = LEASE_STATE_REVOKED;
+		} else {
+			snprintf(info->holder, sizeof(info->holder),
+				 "not a leasefs mount (no loss channel)");
+		}
+	}
+	close(fd);
+	return r;
+}
+
+struct walk {
+	struct lease_store *store;
+	lease_list_cb cb;
+	void *ud;
+	int stop;
+};
+
+/* Every NAME.lock below leases/PREFIX, depth first. */
+static int walk_dir(struct walk *w, int dfd, char *prefix, size_t plen)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+
+	if (!d) {
+		close(dfd);
+		return 0;
+	}
+	while (!w->stop && (de = readdir(d)) != NULL) {
+		size_t n = strlen(de->d_name);
+
+		if (de->d_name[0] == '.' || plen + n + 2 > LEASE_NAME_MAX + 8)
+			continue;
+		memcpy(prefix + plen, de->d_name, n + 1);
+		if (de->d_type == DT_DIR) {
+			int sub = openat(dirfd(d), de->d_name, O_RDONLY |
+					 O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+
+			prefix[plen + n] = '/';
+			prefix[plen + n + 1] = '\0';
+			if (sub >= 0)
+				walk_dir(w, sub, prefix, plen + n + 1);
+		} else if (n > 5 && strcmp(de->d_name + n - 5, ".lock") == 0) {
+			struct lease_info info;
+
+			prefix[plen + n - 5] = '\0';
+			if (lease_name_validate(prefix, NULL) == 0 &&
+			    fss_show(w->store, prefix, &info, NULL) == 0)
+				w->stop = w->cb(&info, w->ud);
+		}
+	}
+	closedir(d);
+	return w->stop;
+}
+
+int fss_list(struct lease_store *store, lease_list_cb cb, void *userdata,
+	     struct lease_err *err)
+{
+	struct fss_store *fs = fss_of(store);
+	struct walk w = { store, cb, userdata, 0 };
+	char prefix[LEASE_NAME_MAX + 16] = "";
+	int dfd = fss_openat(fs, "leases", O_RDONLY | O_DIRECTORY, 0);
+
+	if (dfd < 0)
+		return lease_err_set(err, LEASE_E_IO, dfd, NULL, "fsstore %s: "
+				     "leases: %s", fs->dir, strerror(-dfd));
+	return walk_dir(&w, dfd, prefix, 0);
+}
+
+/* ---- revoke --------------------------------------------------------- */
+
+static int not_held(const char *name, struct lease_err *err)
+{
+	return lease_err_set(err, LEASE_E_IO, -ENOENT, name,
+			     "lease '%s' is not held", name);
+}
+
+int fss_revoke(struct lease_store *store, const char *name, int64_t deadline,
+	       uint64_t *epoch, struct lease_err *err)
+{
+	struct fss_store *fs = fss_of(store);
+	char hex[FSS_HEX_LEN + 1];
+	uint64_t he;
+	pid_t pid, hpid;
+	bool revoked;
+	int fd = fss_lock_open(fs, name, false), r;
+
+	(void)deadline;
+	if (fd == -ENOENT)
+		return not_held(name, err);
+	if (fd < 0)
+		return lease_err_set(err, LEASE_E_IO, fd, name, "open lease '%s' "
+				     "in %s: %s", name, fs->dir, strerror(-fd));
+	r = fss_epoch_read(fs, fd, name, false, epoch, err);
+	if (r == 0 && fss_lock_held(fd, &pid) <= 0)
+		r = not_held(name, err);
+	close(fd);
+	if (r < 0)
+		return r;
+	fss_hex(name, hex);
+	if (!fss_holder_read(fs, hex, &he, &hpid, &revoked, NULL, 0) ||
+	    he != *epoch)
+		return 0; /* a harness holder: await_fence says it cannot be told */
+	if (revoked)
+		return not_held(name, err); /* revoked already: nothing held */
+	r = holder_mark_revoked(fs, hex);
+	if (r == 0)
+		r = fss_bell_ring(fs, hex, *epoch);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, name, "revoke '%s' in "
+				     "%s: cannot tell its holder: %s", name,
+				     fs->dir, strerror(-r));
+	return 0;
+}
+
+/* Fenced: the name's lock let go, or granted past `epoch` since. */
+static int fenced(struct fss_store *fs, const char *name, uint64_t epoch,
+		  bool *yes, struct lease_err *err)
+{
+	uint64_t e = 0;
+	pid_t pid;
+	int fd = fss_lock_open(fs, name, false), r;
+
+	*yes = fd == -ENOENT;
+	if (fd < 0)
+		return fd == -ENOENT ? 0 : lease_err_set(err, LEASE_E_IO, fd, name,
+					"open lease '%s': %s", name, strerror(-fd));
+	r = fss_epoch_read(fs, fd, name, false, &e, err);
+	if (r == 0)
+		*yes = e > epoch || fss_lock_held(fd, &pid) == 0;
+	close(fd);
+	return r;
+}
+
+int fss_await_fence(struct lease_store *store, const char *name,
+		    uint64_t epoch, int64_t deadline, enum lease_fence *out,
+		    struct lease_err *err)
+{
+	struct fss_store *fs = fss_of(store);
+	char hex[FSS_HEX_LEN + 1], rel[PATH_MAX], path[PATH_MAX * 2];
+	struct lease_close_watch w;
+	uint64_t he;
+	pid_t hpid;
+	bool revoked, yes;
+	int r;
+
+	*out = LEASE_FENCE_PENDING;
+	fss_hex(name, hex);
+	fss_lock_rel(rel, sizeof(rel), name);
+	snprintf(path, sizeof(path), "%s/%s", fs->dir, rel);
+	r = lease_close_watch_open(&w, path, IN_CLOSE);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, name, "watch %s: %s",
+				     path, strerror(-r));
+	for (;;) {
+		/* The record first: it outlives the grant's lock, so a record
+		 * gone and the lock still held is not a leasefs holder's. */
+		bool leasefs = fss_holder_read(fs, hex, &he, &hpid, &revoked,
+					       NULL, 0) && he == epoch;
+
+		r = fenced(fs, name, epoch, &yes, err);
+		if (r < 0 || yes)
+			break;
+		if (!leasefs) {
+			/* Not an error: the revoke stands, and the name is not
+			 * granted; the operator is told why it stays held. */
+			lease_err_set(err, LEASE_OK, 0, name, "its holder (epoch "
+				      "%" PRIu64 ") is a session that is not a "
+				      "leasefs mount (a harness session): "
+				      "fsstore gives it no loss channel, so it "
+				      "was not told; the name stays its until "
+				      "it releases or exits", epoch);
+			break;
+		}
+		if (lease_close_watch_wait(&w, deadline) == -EAGAIN)
+			break;
+	}
+	lease_close_watch_close(&w);
+	if (r == 0 && yes)
+		*out = LEASE_FENCE_ACKED;
+	return r;
+}
