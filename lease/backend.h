@@ -121,5 +121,9 @@ int lease_backend_add(const struct lease_backend *be);
 extern const struct lease_backend lease_backend_etcd;
 extern const struct lease_backend lease_backend_etcds;
 #endif
+#ifdef LEASEFS_HAVE_PG
+extern const struct lease_backend lease_backend_pg;
+extern const struct lease_backend lease_backend_pgql;
+#endif
 
 #endif

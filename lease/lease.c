@@ -43,6 +43,10 @@ static const struct lease_backend *const builtin[] = {
 	&lease_backend_etcd,
 	&lease_backend_etcds,
 #endif
+#ifdef LEASEFS_HAVE_PG
+	&lease_backend_pg,
+	&lease_backend_pgql,
+#endif
 };
 
 /* added_lock protects added and nadded (backends added at run time). */
@@ -115,20 +119,25 @@ static const struct {
 } modular[] = {
 	{ "etcd", "leasefs-etcd.so", "lease_backend_etcd" },
 	{ "etcds", "leasefs-etcd.so", "lease_backend_etcds" },
+	{ "postgresql", "leasefs-pg.so", "lease_backend_pgql" },
+	{ "postgres", "leasefs-pg.so", "lease_backend_pg" },
 };
+#define NMODULAR (sizeof(modular) / sizeof(modular[0]))
 
-/* module_lock protects module_handle: the module is opened once, even
- * when stores are opened from several threads. */
+/* module_lock protects handles: each module is opened once, even when
+ * stores are opened from several threads (by scheme index; schemes of one
+ * module share its handle through dlopen's own count). */
 static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
-static void *module_handle;
+static void *handles[NMODULAR];
 
 /* Caller holds module_lock. */
-static void *module_open(const char *module, char *why, size_t whysz)
+static void *module_open(size_t i, char *why, size_t whysz)
 {
+	const char *module = modular[i].module;
 	char exe[PATH_MAX], path[PATH_MAX + 64];
 	ssize_t n;
 	char *slash;
-	void *h = module_handle;
+	void *h = handles[i];
 
 	if (h)
 		return h;
@@ -150,7 +159,7 @@ static void *module_open(const char *module, char *why, size_t whysz)
 	}
 	if (!h)
 		snprintf(why, whysz, "%s", dlerror());
-	module_handle = h;
+	handles[i] = h;
 	return h;
 }
 
@@ -162,7 +171,7 @@ static const struct lease_backend *module_backend(const char *uri,
 	char why[512] = "";
 
 	*r = 0;
-	for (size_t i = 0; i < sizeof(modular) / sizeof(modular[0]); i++) {
+	for (size_t i = 0; i < NMODULAR; i++) {
 		size_t n = strlen(modular[i].scheme);
 		const struct lease_backend *be = NULL;
 		void *h;
@@ -172,7 +181,7 @@ static const struct lease_backend *module_backend(const char *uri,
 			continue;
 		*rest = uri[n] ? uri + n + 1 : "";
 		pthread_mutex_lock(&module_lock);
-		h = module_open(modular[i].module, why, sizeof(why));
+		h = module_open(i, why, sizeof(why));
 		if (h)
 			be = dlsym(h, modular[i].symbol);
 		pthread_mutex_unlock(&module_lock);

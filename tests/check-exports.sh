@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The etcd module resolves its lease_* symbols against the daemon, which
-# exports only lease/module.dynlist: every one the module needs must be
-# there (else dlopen fails at mount time), and the daemon exports nothing
-# besides what the list names.
+# The store modules resolve their lease_* symbols against the daemon,
+# which exports only lease/module.dynlist: every one a module needs must
+# be there (else dlopen fails at mount time), and the daemon exports
+# nothing besides what the list names.
+# Usage: check-exports.sh EXE LIST MODULE...
 set -euo pipefail
-exe=$1 module=$2 list=$3
-need=$(nm -D --undefined-only "$module" | awk '$2 ~ /^lease_/ {print $2}' | sort -u)
+exe=$1 list=$2
+shift 2
+need=$(for m in "$@"; do nm -D --undefined-only "$m"; done | awk '$2 ~ /^lease_/ {print $2}' | sort -u)
 exported=$(nm -D --defined-only "$exe" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /@/ {print $3}' | sort -u)
 have=$(grep '^lease_' <<<"$exported" || true)
 listed=$(grep -o 'lease_[a-z_]*;' "$list" | tr -d ';' | sort -u)

@@ -669,8 +669,9 @@ int main(int argc, char **argv)
 	if (argc > 1)
 		backend = argv[1];
 	if (strcmp(backend, "mem") && strcmp(backend, "file") &&
-	    strcmp(backend, "fsstore") && strcmp(backend, "etcd")) {
-		fprintf(stderr, "usage: %s mem|file|fsstore|etcd\n", argv[0]);
+	    strcmp(backend, "fsstore") && strcmp(backend, "etcd") &&
+	    strcmp(backend, "pg")) {
+		fprintf(stderr, "usage: %s mem|file|fsstore|etcd|pg\n", argv[0]);
 		return 2;
 	}
 	for (size_t i = 0; i < NTESTS(contract_tests); i++)

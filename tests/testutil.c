@@ -95,6 +95,18 @@ struct lease_store *tu_open_store(const char *backend, char **dir_out)
 			*dir_out = dir;
 		else
 			free(dir);
+	} else if (strcmp(backend, "pg") == 0) {
+		const char *uri = getenv("LEASEFS_PG_URI");
+		char prefix[80];
+
+		assert_non_null(uri);
+		/* A table prefix of its own per store: a fresh, empty store. */
+		snprintf(prefix, sizeof(prefix), "t%s_", tu_unique());
+		for (char *p = prefix; *p; p++)
+			if (*p == '-')
+				*p = '_';
+		snprintf(last_uri, sizeof(last_uri), "%s?table_prefix=%s", uri,
+			 prefix);
 	} else if (strcmp(backend, "etcd") == 0) {
 		const char *ep = getenv("LEASEFS_ETCD_ENDPOINTS");
 

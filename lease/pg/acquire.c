@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pgstore backend: acquire and release (the tables: pg_int.h).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "pg_int.h"
+
+/* How long a retry waits at most for what refused it to let go: a
+ * harness release sends no notification, so it is looked for this often. */
+#define RETRY_LOOK_MS 1000
+
+/* '{"a","b"}': names need no escaping (lease.h's grammar). */
+static char *text_array(const char *first, const struct lease_scopes *sc)
+{
+	size_t n = strlen(first) + 8;
+	char *s, *p;
+
+	for (size_t i = 0; i < sc->n; i++)
+		n += strlen(sc->names[i]) + 3;
+	s = malloc(n);
+	if (!s)
+		return NULL;
+	p = s + sprintf(s, "{\"%s\"", first);
+	for (size_t i = 0; i < sc->n; i++)
+		p += sprintf(p, ",\"%s\"", sc->names[i]);
+	strcpy(p, "}");
+	return s;
+}
+
+static int held(const char *who, int64_t epoch, struct lease_err *err)
+{
+	int r = lease_err_set(err, LEASE_E_HELD, 0, who, "lease '%s' is held at "
+			      "epoch %" PRId64, who, epoch);
+
+	if (err)
+		err->holder_epoch = (uint64_t)epoch;
+	return r;
+}
+
+/* In the transaction: every row locked in name order; held is busy. */
+static int lock_rows(struct pg_store *ps, int64_t deadline, const char *name,
+		     const char *names, struct lease_err *err)
+{
+	char sql[2048];
+	const char *p[] = { names };
+	PGresult *res;
+	int r;
+
+	snprintf(sql, sizeof(sql), "INSERT INTO %s (name, epoch, revision) "
+		 "SELECT unnest($1::text[]), 0, 0 ON CONFLICT (name) DO NOTHING",
+		 ps->t_main);
+	r = pg_query(ps, deadline, sql, 1, p, &res, err);
+	PQclear(res);
+	if (r < 0)
+		return r;
+	snprintf(sql, sizeof(sql), "SELECT name, epoch, holder IS NOT NULL AND "
+		 "expires_at > clock_timestamp() FROM %s WHERE name = "
+		 "ANY($1::text[]) ORDER BY name FOR UPDATE", ps->t_main);
+	r = pg_query(ps, deadline, sql, 1, p, &res, err);
+	for (int i = 0; r == 0 && i < PQntuples(res); i++) {
+		const char *who = PQgetvalue(res, i, 0);
+
+		if (strcmp(PQgetvalue(res, i, 2), "t") == 0)
+			r = held(who, pg_i64(res, i, 1), err);
+		else if (strcmp(who, name) == 0 &&
+			 pg_i64(res, i, 1) == INT64_MAX)
+			r = lease_err_set(err, LEASE_E_CORRUPT, 0, name,
+					  "lease '%s' has used up its epochs", name);
+	}
+	PQclear(res);
+	return r;
+}
+
+/* A grant living within `name` (its holder still holds it) is busy. */
+static int check_within(struct pg_store *ps, int64_t deadline,
+			const char *name, struct lease_err *err)
+{
+	char sql[2048];
+	const char *p[] = { name };
+	PGresult *res;
+	int r;
+
+	snprintf(sql, sizeof(sql), "SELECT w.name, w.epoch FROM %s w JOIN %s m "
+		 "ON m.name = w.name AND m.epoch = w.epoch AND m.holder = w.holder "
+		 "AND m.expires_at > clock_timestamp() WHERE w.scope = $1 LIMIT 1",
+		 ps->t_within, ps->t_main);
+	r = pg_query(ps, deadline, sql, 1, p, &res, err);
+	if (r == 0 && PQntuples(res) > 0)
+		r = held(PQgetvalue(res, 0, 0), pg_i64(res, 0, 1), err);
+	PQclear(res);
+	return r;
+}
+
+/* The grant itself: *epoch and its safe-until. */
+static int take(struct pg_store *ps, int64_t deadline, struct pg_lease *pl,
+		const char *name, int64_t *epoch, int64_t *safe,
+		struct lease_err *err)
+{
+	char sql[2048], ttl[24];
+	const char *p[] = { name, pl->holder, ttl };
+	int64_t sent = lease_now_ns();
+	PGresult *res;
+	int r;
+
+	snprintf(ttl, sizeof(ttl), "%" PRId64, ps->ttl_ms);
+	snprintf(sql, sizeof(sql), "UPDATE %s SET epoch = epoch + 1, holder = "
+		 "$2::bytea, expires_at = clock_timestamp() + $3::bigint * "
+		 "interval '1 millisecond', revision = revision + 1 WHERE name = $1 "
+		 "RETURNING epoch, (extract(epoch FROM expires_at - "
+		 "clock_timestamp()) * 1000)::bigint", ps->t_main);
+	r = pg_query(ps, deadline, sql, 3, p, &res, err);
+	if (r == 0 && PQntuples(res) != 1)
+		r = lease_err_set(err, LEASE_E_IO, -EIO, name, "pgstore: lease "
+				  "'%s' vanished while locked", name);
+	if (r == 0) {
+		*epoch = pg_i64(res, 0, 0);
+		*safe = pg_safe_until(ps, sent, pg_i64(res, 0, 1));
+	}
+	PQclear(res);
+	return r;
+}
+
+/* Our records of the grant: the holder's (its loss channel) and one per
+ * scope. */
+static int records(struct pg_store *ps, int64_t deadline, struct pg_lease *pl,
+		   const char *name, int64_t epoch, const struct lease_scopes *sc,
+		   const char *desc, struct lease_err *err)
+{
+	char sql[2048], e[24], pid[16], *scopes = NULL;
+	PGresult *res = NULL;
+	int r;
+
+	snprintf(e, sizeof(e), "%" PRId64, epoch);
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	desc = desc ? desc : "";
+	snprintf(sql, sizeof(sql), "INSERT INTO %s (name, epoch, holder, pid, "
+		 "description, revoked) VALUES ($1, $2, $3::bytea, $4, $5, false) "
+		 "ON CONFLICT (name) DO UPDATE SET epoch = EXCLUDED.epoch, holder "
+		 "= EXCLUDED.holder, pid = EXCLUDED.pid, description = "
+		 "EXCLUDED.description, revoked = false", ps->t_holders);
+	{
+		const char *p[] = { name, e, pl->holder, pid, desc };
+
+		r = pg_query(ps, deadline, sql, 5, p, &res, err);
+		PQclear(res);
+	}
+	if (r < 0 || sc->n == 0)
+		return r;
+	scopes = text_array(sc->names[0], &(struct lease_scopes){
+				    sc->names + 1, sc->n - 1 });
+	if (!scopes)
+		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
+	snprintf(sql, sizeof(sql), "INSERT INTO %s (scope, name, epoch, holder) "
+		 "SELECT unnest($1::text[]), $2, $3, $4::bytea ON CONFLICT (scope, "
+		 "name) DO UPDATE SET epoch = EXCLUDED.epoch, holder = "
+		 "EXCLUDED.holder", ps->t_within);
+	{
+		const char *p[] = { scopes, name, e, pl->holder };
+
+		r = pg_query(ps, deadline, sql, 4, p, &res, err);
+		PQclear(res);
+	}
+	free(scopes);
+	return r;
+}
+
+static struct pg_lease *pg_lease_new(void)
+{
+	struct pg_lease *pl = calloc(1, sizeof(*pl));
+	uint8_t rnd[32];
+
+	if (!pl)
+		return NULL;
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		free(pl);
+		return NULL;
+	}
+	strcpy(pl->holder, "\\x");
+	for (int i = 0; i < 32; i++)
+		snprintf(pl->holder + 2 + 2 * i, 3, "%02x", rnd[i]);
+	return pl;
+}
+
+/* Caller holds ps->lock: one transaction from the rows to the records. */
+static int acquire_locked(struct pg_store *ps, int64_t deadline,
+			  struct pg_lease *pl, const char *name,
+			  const struct lease_scopes *sc, const char *desc,
+			  int64_t *epoch, int64_t *safe, struct lease_err *err)
+{
+	char *names = text_array(name, sc);
+	int r;
+
+	if (!names)
+		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
+	r = pg_cmd(ps, deadline, "BEGIN", err);
+	if (r == 0)
+		r = lock_rows(ps, deadline, name, names, err);
+	if (r == 0)
+		r = check_within(ps, deadline, name, err);
+	if (r == 0)
+		r = take(ps, deadline, pl, name, epoch, safe, err);
+	if (r == 0)
+		r = records(ps, deadline, pl, name, *epoch, sc, desc, err);
+	if (r == 0)
+		r = pg_cmd(ps, deadline, "COMMIT", err);
+	else if (ps->conn)
+		pg_cmd(ps, deadline, "ROLLBACK", NULL);
+	free(names);
+	return r;
+}
+
+int pg_try_acquire(struct lease_store *store, const char *name,
+		   const struct lease_scopes *sc, int64_t deadline,
+		   struct lease **out, struct lease_err *err)
+{
+	struct pg_store *ps = pg_of(store);
+	struct pg_lease *pl = pg_lease_new();
+	struct lease *l = NULL;
+	int64_t epoch = 0, safe = 0;
+	int r;
+
+	if (!pl)
+		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
+	pthread_mutex_lock(&ps->lock);
+	r = acquire_locked(ps, deadline, pl, name, sc, store->opts.holder,
+			   &epoch, &safe, err);
+	pthread_mutex_unlock(&ps->lock);
+	if (r == 0 && (r = lease_alloc(store, name, (uint64_t)epoch, sc, &l)) < 0)
+		lease_err_set(err, LEASE_E_IO, r, name, "out of memory");
+	if (r < 0) {
+		free(pl);
+		return r;
+	}
+	pl->lease = l;
+	l->priv = pl;
+	lease_set_safe_until(l, safe);
+	r = pg_holder_add(ps, pl);
+	if (r < 0) {
+		/* No renewals: the grant expires by itself; let it go now. */
+		pg_release(l, deadline);
+		l->priv = NULL;
+		lease_dispose(l);
+		free(pl);
+		return lease_err_set(err, LEASE_E_IO, r, name, "pgstore: cannot "
+				     "start the renewal thread: %s", strerror(-r));
+	}
+	*out = l;
+	return 0;
+}
+
+void pg_await_change(struct lease_store *store, const char *name,
+		     const struct lease_scopes *sc, int64_t deadline)
+{
+	struct pg_store *ps = pg_of(store);
+	int64_t until = lease_deadline_ms(RETRY_LOOK_MS);
+
+	(void)name;
+	(void)sc;
+	pthread_mutex_lock(&ps->lock);
+	if (pg_thread_start_locked(ps) == 0)
+		pg_wait_event_locked(ps, until < deadline ? until : deadline);
+	pthread_mutex_unlock(&ps->lock);
+}
+
+/* Clear the grant iff it is still ours, drop our records, tell waiters. */
+int pg_release(struct lease *l, int64_t deadline)
+{
+	struct pg_store *ps = pg_of(l->store);
+	struct pg_lease *pl = l->priv;
+	char sql[2048], e[24];
+	const char *p[] = { l->name, e, pl ? pl->holder : "", ps->channel };
+	PGresult *res = NULL;
+	int r;
+
+	if (!pl)
+		return 0;
+	pg_holder_remove(ps, pl);
+	snprintf(e, sizeof(e), "%" PRIu64, l->epoch);
+	pthread_mutex_lock(&ps->lock);
+	r = pg_cmd(ps, deadline, "BEGIN", NULL);
+	snprintf(sql, sizeof(sql), "UPDATE %s SET holder = NULL, expires_at = "
+		 "NULL, revision = revision + 1 WHERE name = $1 AND epoch = $2 AND "
+		 "holder = $3::bytea", ps->t_main);
+	if (r == 0)
+		r = pg_query(ps, deadline, sql, 3, p, &res, NULL);
+	PQclear(res);
+	snprintf(sql, sizeof(sql), "WITH a AS (DELETE FROM %s WHERE name = $1 AND "
+		 "epoch = $2 AND holder = $3::bytea), b AS (DELETE FROM %s WHERE "
+		 "name = $1 AND epoch = $2 AND holder = $3::bytea) SELECT "
+		 "pg_notify($4, 'release ' || $1)", ps->t_holders, ps->t_within);
+	if (r == 0)
+		r = pg_query(ps, deadline, sql, 4, p, &res, NULL);
+	PQclear(res);
+	if (r == 0)
+		r = pg_cmd(ps, deadline, "COMMIT", NULL);
+	else if (ps->conn)
+		pg_cmd(ps, deadline, "ROLLBACK", NULL);
+	pthread_mutex_unlock(&ps->lock);
+	/* Failed: the grant expires by itself at its TTL, the backstop. */
+	return r;
+}
+
+void pg_free_lease(struct lease *l)
+{
+	struct pg_lease *pl = l->priv;
+
+	if (!pl)
+		return;
+	pg_holder_remove(pg_of(l->store), pl);
+	free(pl);
+	l->priv = NULL;
+}

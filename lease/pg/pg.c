@@ -1,0 +1,450 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pgstore backend: the store, its connection and bounded queries (the
+ * tables and what the units share: pg_int.h).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pg_int.h"
+
+/* Every query is bounded; this is the bound when the caller has none. */
+#define QUERY_MS 5000
+#define RECONNECT_MIN_MS 200
+
+/* ---- the URI -------------------------------------------------------- */
+
+/* [a-z_][a-z0-9_]*, at most PG_IDENT_MAX: an identifier we may quote. */
+static bool ident_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > PG_IDENT_MAX || !((s[0] >= 'a' && s[0] <= 'z') ||
+					      s[0] == '_'))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+		      s[i] == '_'))
+			return false;
+	return true;
+}
+
+/*
+ * Take our own query parameters (schema=, table_prefix=) out of the URI,
+ * which libpq would refuse; the rest goes to libpq as it is.  0 or
+ * LEASE_E_USAGE.
+ */
+static int take_params(char **uri, char *schema, char *prefix,
+		       struct lease_err *err)
+{
+	char *q = strchr(*uri, '?'), *out, *p, *save = NULL, sep = '?';
+	size_t len;
+
+	if (!q)
+		return 0;
+	*q++ = '\0';
+	out = malloc(strlen(*uri) + strlen(q) + 2);
+	if (!out)
+		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
+	len = (size_t)sprintf(out, "%s", *uri);
+	for (p = strtok_r(q, "&", &save); p; p = strtok_r(NULL, "&", &save)) {
+		char *dst = strncmp(p, "schema=", 7) == 0 ? schema
+			  : strncmp(p, "table_prefix=", 13) == 0 ? prefix : NULL;
+
+		if (!dst) {
+			len += (size_t)sprintf(out + len, "%c%s", sep, p);
+			sep = '&';
+			continue;
+		}
+		p = strchr(p, '=') + 1;
+		if (!ident_ok(p) && !(dst == prefix && !*p)) {
+			free(out);
+			return lease_err_set(err, LEASE_E_USAGE, 0, NULL, "pgstore: "
+					     "'%s' is not a plain lowercase "
+					     "identifier", p);
+		}
+		snprintf(dst, PG_IDENT_MAX + 1, "%s", p);
+	}
+	free(*uri);
+	*uri = out;
+	return 0;
+}
+
+/* The URI for messages: user@host, never a password. */
+static char *shown_uri(const char *uri)
+{
+	const char *at = strchr(uri, '@'), *scheme = strstr(uri, "://");
+	const char *colon;
+	char *s = NULL;
+
+	if (!at || !scheme)
+		return strdup(uri);
+	colon = memchr(scheme + 3, ':', (size_t)(at - scheme - 3));
+	if (!colon)
+		return strdup(uri);
+	if (asprintf(&s, "%.*s:***%s", (int)(colon - uri), uri, at) < 0)
+		return NULL;
+	return s;
+}
+
+/* ---- the connection ------------------------------------------------- */
+
+static int unreachable(struct pg_store *ps, struct lease_err *err,
+		       const char *what)
+{
+	return lease_err_set(err, LEASE_E_UNREACHABLE, 0, NULL, "pgstore %s: %s",
+			     ps->shown, what);
+}
+
+static void drop_conn_locked(struct pg_store *ps)
+{
+	if (ps->conn)
+		PQfinish(ps->conn);
+	ps->conn = NULL;
+	ps->next_connect = lease_deadline_ms(RECONNECT_MIN_MS);
+}
+
+/* Seconds for connect_timeout: what is left of `deadline`, at least 1. */
+static void seconds_left(char *buf, size_t sz, int64_t deadline)
+{
+	int64_t ms = (deadline - lease_now_ns()) / 1000000;
+
+	snprintf(buf, sz, "%lld", (long long)(ms > 1000 ? (ms + 999) / 1000 : 1));
+}
+
+static int listen_locked(struct pg_store *ps, int64_t deadline,
+			 struct lease_err *err)
+{
+	char sql[PG_IDENT_MAX + 48];
+	PGresult *res = NULL;
+	int r;
+
+	snprintf(sql, sizeof(sql), "LISTEN \"%s\"", ps->channel);
+	r = pg_query(ps, deadline, sql, 0, NULL, &res, err);
+	PQclear(res);
+	return r;
+}
+
+int pg_connect_locked(struct pg_store *ps, int64_t deadline,
+		      struct lease_err *err)
+{
+	char secs[24];
+	/* TCP keepalives and a user timeout bound a dead peer; the user's
+	 * own settings in the URI win (libpq takes the last of each). */
+	const char *keys[] = { "connect_timeout", "keepalives",
+			       "keepalives_idle", "keepalives_interval",
+			       "keepalives_count", "application_name",
+			       "dbname", NULL };
+	const char *vals[] = { secs, "1", "5", "2", "2", "leasefs",
+			       ps->conninfo, NULL };
+
+	if (ps->conn && PQstatus(ps->conn) == CONNECTION_OK)
+		return 0;
+	drop_conn_locked(ps);
+	seconds_left(secs, sizeof(secs), deadline);
+	ps->conn = PQconnectdbParams(keys, vals, 1);
+	if (!ps->conn || PQstatus(ps->conn) != CONNECTION_OK) {
+		char why[256];
+
+		snprintf(why, sizeof(why), "%s", ps->conn ?
+			 PQerrorMessage(ps->conn) : "out of memory");
+		why[strcspn(why, "\n")] = '\0';
+		drop_conn_locked(ps);
+		return unreachable(ps, err, why);
+	}
+	PQsetnonblocking(ps->conn, 1);
+	return listen_locked(ps, deadline, err);
+}
+
+/* A notification: wake waiters; a revoke is checked by the holder. */
+static void notified_locked(struct pg_store *ps, const PGnotify *n)
+{
+	if (strcmp(n->relname, ps->channel) != 0)
+		return;
+	if (strncmp(n->extra, "revoke ", 7) == 0)
+		pg_revoke_noticed_locked(ps, n->extra + 7);
+	ps->events++;
+	pthread_cond_broadcast(&ps->changed);
+}
+
+void pg_consume_locked(struct pg_store *ps)
+{
+	PGnotify *n;
+
+	if (!ps->conn)
+		return;
+	if (!PQconsumeInput(ps->conn)) {
+		drop_conn_locked(ps);
+		return;
+	}
+	while ((n = PQnotifies(ps->conn)) != NULL) {
+		notified_locked(ps, n);
+		PQfreemem(n);
+	}
+}
+
+/* Wait until the socket can do `events`, or `deadline`: 0 or -ETIMEDOUT. */
+static int wait_socket(PGconn *c, short events, int64_t deadline)
+{
+	struct pollfd p = { .fd = PQsocket(c), .events = events };
+
+	for (;;) {
+		int64_t left = (deadline - lease_now_ns()) / 1000000;
+		int r;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, left > 1000 ? 1000 : (int)left);
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+/* Send, then read until the result is whole; notifications on the way
+ * are acted on. */
+static int run(struct pg_store *ps, int64_t deadline, const char *sql,
+	       int nparams, const char *const *params, PGresult **res)
+{
+	PGconn *c = ps->conn;
+	PGresult *last = NULL, *r;
+	int f;
+
+	if (!PQsendQueryParams(c, sql, nparams, NULL, params, NULL, NULL, 0))
+		return -EIO;
+	while ((f = PQflush(c)) == 1)
+		if (wait_socket(c, POLLIN | POLLOUT, deadline) < 0 ||
+		    !PQconsumeInput(c))
+			return -ETIMEDOUT;
+	if (f < 0)
+		return -EIO;
+	for (;;) {
+		while (PQisBusy(c)) {
+			if (wait_socket(c, POLLIN, deadline) < 0)
+				return -ETIMEDOUT;
+			if (!PQconsumeInput(c))
+				return -EIO;
+		}
+		r = PQgetResult(c);
+		if (!r)
+			break;
+		PQclear(last);
+		last = r;
+	}
+	pg_consume_locked(ps);
+	*res = last;
+	return last ? 0 : -EIO;
+}
+
+int pg_query(struct pg_store *ps, int64_t deadline, const char *sql,
+	     int nparams, const char *const *params, PGresult **res,
+	     struct lease_err *err)
+{
+	ExecStatusType st;
+	int r;
+
+	*res = NULL;
+	if (!deadline || lease_deadline_passed(deadline))
+		deadline = lease_deadline_ms(QUERY_MS);
+	if (!ps->conn) {
+		if (!lease_deadline_passed(ps->next_connect) &&
+		    ps->next_connect < deadline)
+			return unreachable(ps, err, "down (retrying)");
+		r = pg_connect_locked(ps, deadline, err);
+		if (r < 0)
+			return r;
+	}
+	r = run(ps, deadline, sql, nparams, params, res);
+	if (r < 0) {
+		PQclear(*res);
+		*res = NULL;
+		if (r == -ETIMEDOUT) {
+			PGcancel *cancel = PQgetCancel(ps->conn);
+			char buf[64];
+
+			if (cancel) {
+				PQcancel(cancel, buf, sizeof(buf));
+				PQfreeCancel(cancel);
+			}
+		}
+		drop_conn_locked(ps);
+		return r == -ETIMEDOUT
+			? lease_err_set(err, LEASE_E_TIMEOUT, 0, NULL, "pgstore %s: "
+					"no answer in time", ps->shown)
+			: unreachable(ps, err, "the connection broke");
+	}
+	st = PQresultStatus(*res);
+	if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
+		return 0;
+	r = lease_err_set(err, LEASE_E_IO, -EIO, NULL, "pgstore %s: %s",
+			  ps->shown, PQresultErrorMessage(*res));
+	if (err)
+		err->msg[strcspn(err->msg, "\n")] = '\0';
+	PQclear(*res);
+	*res = NULL;
+	if (PQstatus(ps->conn) != CONNECTION_OK)
+		drop_conn_locked(ps);
+	return r;
+}
+
+int pg_cmd(struct pg_store *ps, int64_t deadline, const char *sql,
+	   struct lease_err *err)
+{
+	PGresult *res = NULL;
+	int r = pg_query(ps, deadline, sql, 0, NULL, &res, err);
+
+	PQclear(res);
+	return r;
+}
+
+int64_t pg_safe_until(const struct pg_store *ps, int64_t sent, int64_t left_ms)
+{
+	int64_t margin = ps->ttl_ms / 10 < 500 ? ps->ttl_ms / 10 : 500;
+
+	return sent + (left_ms - margin) * 1000000;
+}
+
+int64_t pg_i64(const PGresult *res, int row, int col)
+{
+	return PQgetisnull(res, row, col) ? 0
+		: strtoll(PQgetvalue(res, row, col), NULL, 10);
+}
+
+/* ---- the store ------------------------------------------------------ */
+
+/* The harness's table if it is not there, and ours; one daemon at a
+ * time (concurrent CREATE ... IF NOT EXISTS can collide). */
+static int make_tables(struct pg_store *ps, const char *schema,
+		       struct lease_err *err)
+{
+	char sql[4][1024];
+	int r;
+
+	snprintf(sql[0], sizeof(sql[0]), "CREATE SCHEMA IF NOT EXISTS \"%s\"",
+		 schema);
+	snprintf(sql[1], sizeof(sql[1]), "CREATE TABLE IF NOT EXISTS %s (name text "
+		 "PRIMARY KEY, epoch bigint NOT NULL CHECK (epoch >= 0), holder "
+		 "bytea, expires_at timestamptz, revision bigint NOT NULL CHECK "
+		 "(revision >= 0), CHECK ((holder IS NULL) = (expires_at IS NULL)))",
+		 ps->t_main);
+	snprintf(sql[2], sizeof(sql[2]), "CREATE TABLE IF NOT EXISTS %s (name text "
+		 "PRIMARY KEY, epoch bigint NOT NULL, holder bytea NOT NULL, pid "
+		 "integer, description text, revoked boolean NOT NULL DEFAULT "
+		 "false)", ps->t_holders);
+	snprintf(sql[3], sizeof(sql[3]), "CREATE TABLE IF NOT EXISTS %s (scope "
+		 "text NOT NULL, name text NOT NULL, epoch bigint NOT NULL, holder "
+		 "bytea NOT NULL, PRIMARY KEY (scope, name))", ps->t_within);
+	r = pg_cmd(ps, 0, "BEGIN", err);
+	if (r == 0)
+		r = pg_cmd(ps, 0, "SELECT pg_advisory_xact_lock(hashtext("
+			   "'leasefs-pgstore'))", err);
+	for (int i = 0; r == 0 && i < 4; i++)
+		r = pg_cmd(ps, 0, sql[i], err);
+	if (r == 0)
+		r = pg_cmd(ps, 0, "COMMIT", err);
+	else if (ps->conn)
+		pg_cmd(ps, 0, "ROLLBACK", NULL);
+	return r;
+}
+
+static int names_set(struct pg_store *ps, const char *schema,
+		     const char *prefix)
+{
+	snprintf(ps->t_main, sizeof(ps->t_main), "\"%s\".\"%sleases\"", schema,
+		 prefix);
+	snprintf(ps->t_holders, sizeof(ps->t_holders),
+		 "\"%s\".\"%sleases_leasefs_holders\"", schema, prefix);
+	snprintf(ps->t_within, sizeof(ps->t_within),
+		 "\"%s\".\"%sleases_leasefs_within\"", schema, prefix);
+	snprintf(ps->channel, sizeof(ps->channel), "%sleases_leasefs", prefix);
+	return 0;
+}
+
+static void pg_store_free(struct pg_store *ps)
+{
+	if (!ps)
+		return;
+	if (ps->conn)
+		PQfinish(ps->conn);
+	pthread_mutex_destroy(&ps->lock);
+	pthread_cond_destroy(&ps->changed);
+	free(ps->conninfo);
+	free(ps->shown);
+	free(ps);
+}
+
+/* `rest` follows "postgres:" or "postgresql:" ("//user@host/db?..."). */
+static int pg_open(struct lease_store *store, const char *rest,
+		   struct lease_err *err)
+{
+	struct pg_store *ps = calloc(1, sizeof(*ps));
+	char schema[PG_IDENT_MAX + 1] = "looprig", prefix[PG_IDENT_MAX + 1] = "looprig_";
+	pthread_condattr_t ca;
+	int r;
+
+	if (!ps)
+		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
+	pthread_mutex_init(&ps->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ps->changed, &ca);
+	pthread_condattr_destroy(&ca);
+	ps->kick_fd = -1;
+	ps->ttl_ms = store->opts.ttl_ms ? store->opts.ttl_ms : PG_DEFAULT_TTL_MS;
+	if (asprintf(&ps->conninfo, "postgresql:%s", rest) < 0) {
+		ps->conninfo = NULL;
+		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
+		goto fail;
+	}
+	r = take_params(&ps->conninfo, schema, prefix, err);
+	if (r < 0)
+		goto fail;
+	ps->shown = shown_uri(ps->conninfo);
+	names_set(ps, schema, prefix);
+	pthread_mutex_lock(&ps->lock);
+	r = pg_connect_locked(ps, lease_deadline_ms(QUERY_MS), err);
+	if (r == 0)
+		r = make_tables(ps, schema, err);
+	pthread_mutex_unlock(&ps->lock);
+	if (r < 0)
+		goto fail;
+	store->priv = ps;
+	return 0;
+fail:
+	pg_store_free(ps);
+	return r;
+}
+
+/* Leases of the store must have been freed before close. */
+static void pg_close(struct lease_store *store)
+{
+	struct pg_store *ps = pg_of(store);
+
+	if (!ps)
+		return;
+	pg_thread_stop(ps);
+	pg_store_free(ps);
+	store->priv = NULL;
+}
+
+#define PG_BACKEND(name) {                                                    \
+	.scheme = name,                                                       \
+	.open = pg_open,                                                      \
+	.close = pg_close,                                                    \
+	.try_acquire = pg_try_acquire,                                        \
+	.await_change = pg_await_change,                                      \
+	.release = pg_release,                                                \
+	.free_lease = pg_free_lease,                                          \
+	.list = pg_list,                                                      \
+	.show = pg_show,                                                      \
+	.revoke = pg_revoke,                                                  \
+	.await_fence = pg_await_fence,                                        \
+}
+
+const struct lease_backend lease_backend_pg = PG_BACKEND("postgres");
+const struct lease_backend lease_backend_pgql = PG_BACKEND("postgresql");

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pgstore backend ("postgres://…", "postgresql://…"): the seed
+ * harness's fleet store on PostgreSQL, read and written as the harness
+ * does, so that a harness session and a leasefs mount contend for one
+ * lease.  What its units share (pg.c: the store, its connection and
+ * queries; acquire.c: acquire and release; holder.c: the thread that
+ * renews and listens; view.c: show, list, revoke and its fence).
+ *
+ * The harness's table, kept as the harness keeps it (SCHEMA and PREFIX
+ * default to "looprig" and "looprig_"):
+ *   SCHEMA.PREFIXleases (name text PRIMARY KEY, epoch bigint NOT NULL >= 0,
+ *     holder bytea, expires_at timestamptz, revision bigint NOT NULL >= 0)
+ *   holder and expires_at are NULL together; rows are never deleted and
+ *   epochs never reset.  A name is held iff holder is not NULL and
+ *   expires_at is later than the database's clock_timestamp().  A grant
+ *   sets epoch + 1, a fresh 32-byte random holder, expires_at = database
+ *   clock + TTL, revision + 1; a renewal moves expires_at, conditional on
+ *   name, epoch, holder and not yet expired; a release clears holder and
+ *   expires_at where name, epoch and holder match.
+ *
+ * leasefs's own tables beside it, which the harness never reads:
+ *   PREFIXleases_leasefs_holders (name PK, epoch, holder, pid,
+ *     description, revoked): a leasefs holder's record, its loss channel:
+ *     a revoker sets revoked and notifies; the holder keeps renewing
+ *     until it has drained and released, so a successor (harness or
+ *     mount) gets the name only after the holder acknowledged or its
+ *     expiry passed on the database's clock.
+ *   PREFIXleases_leasefs_within (scope, name, epoch, holder): grants that
+ *     live within a scope (nested workspaces).  Only leasefs reads it: a
+ *     harness acquirer of an enclosing root is not kept out.
+ * Notifications on channel PREFIXleases_leasefs: "revoke NAME" and
+ * "release NAME".
+ *
+ * One connection per store, under `lock`; the holder thread waits on its
+ * socket without the lock and takes it to read, renew or reconnect.
+ */
+#ifndef LEASEFS_PG_INT_H
+#define LEASEFS_PG_INT_H
+
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+#define PG_DEFAULT_TTL_MS 15000
+#define PG_IDENT_MAX 48
+#define PG_HOLDER_HEX 64
+
+struct pg_lease;
+
+struct pg_store {
+	char *conninfo;          /* the URI as libpq takes it (ours stripped) */
+	char *shown;             /* the URI for messages: no password */
+	char t_main[2 * PG_IDENT_MAX + 16];    /* "schema"."prefixleases" */
+	char t_holders[2 * PG_IDENT_MAX + 40];
+	char t_within[2 * PG_IDENT_MAX + 40];
+	char channel[PG_IDENT_MAX + 24];
+	int64_t ttl_ms;
+	/* lock protects conn, leases (and each member's fields marked so),
+	 * stopping, running and events; changed is its condition. */
+	pthread_mutex_t lock;
+	pthread_cond_t changed;  /* a notification came, or a renewal ran */
+	PGconn *conn;            /* NULL while down */
+	int64_t next_connect;    /* back-off: no attempt before this */
+	uint64_t events;         /* notifications seen, for waiters */
+	struct pg_lease *leases;
+	int kick_fd;             /* eventfd: the set changed, or stop */
+	pthread_t thr;
+	bool running;
+	bool stopping;
+};
+
+struct pg_lease {
+	struct lease *lease;     /* immutable */
+	char holder[PG_HOLDER_HEX + 3]; /* "\x" + hex: bytea input; immutable */
+	int64_t next_renew;      /* lock: monotonic ns */
+	bool check_now;          /* lock: a revoke was notified */
+	bool renewing;           /* lock: still renewed (not lost for good) */
+	struct pg_lease *next;   /* lock */
+};
+
+static inline struct pg_store *pg_of(const struct lease_store *store)
+{
+	return store->priv;
+}
+
+/* pg.c */
+/* Caller holds ps->lock.  One statement with text parameters, bounded by
+ * `deadline` (a query past it is cancelled and the connection dropped):
+ * 0 with *res (tuples or command ok), or -errno with err filled. */
+int pg_query(struct pg_store *ps, int64_t deadline, const char *sql,
+	     int nparams, const char *const *params, PGresult **res,
+	     struct lease_err *err);
+/* Caller holds ps->lock: BEGIN, ROLLBACK, COMMIT. */
+int pg_cmd(struct pg_store *ps, int64_t deadline, const char *sql,
+	   struct lease_err *err);
+/* Caller holds ps->lock: read what came on the socket, and act on the
+ * notifications in it. */
+void pg_consume_locked(struct pg_store *ps);
+/* Caller holds ps->lock: connected (and listening), or -errno. */
+int pg_connect_locked(struct pg_store *ps, int64_t deadline,
+		      struct lease_err *err);
+/* The safe-until of a grant or renewal sent at `sent` (monotonic ns) that
+ * the database says expires `left_ms` from its own now: the whole round
+ * trip and a margin for clock rates taken off. */
+int64_t pg_safe_until(const struct pg_store *ps, int64_t sent, int64_t left_ms);
+/* Parse a bigint column; 0 on NULL. */
+int64_t pg_i64(const PGresult *res, int row, int col);
+
+/* holder.c */
+int pg_holder_add(struct pg_store *ps, struct pg_lease *pl);
+void pg_holder_remove(struct pg_store *ps, struct pg_lease *pl);
+/* Caller holds ps->lock: the thread runs (for renewals or notices). */
+int pg_thread_start_locked(struct pg_store *ps);
+void pg_thread_stop(struct pg_store *ps);
+/* Caller holds ps->lock: a "revoke NAME" notification. */
+void pg_revoke_noticed_locked(struct pg_store *ps, const char *name);
+
+/* acquire.c */
+int pg_try_acquire(struct lease_store *store, const char *name,
+		   const struct lease_scopes *sc, int64_t deadline,
+		   struct lease **out, struct lease_err *err);
+void pg_await_change(struct lease_store *store, const char *name,
+		     const struct lease_scopes *sc, int64_t deadline);
+int pg_release(struct lease *l, int64_t deadline);
+void pg_free_lease(struct lease *l);
+
+/* view.c */
+int pg_show(struct lease_store *store, const char *name,
+	    struct lease_info *info, struct lease_err *err);
+int pg_list(struct lease_store *store, lease_list_cb cb, void *userdata,
+	    struct lease_err *err);
+int pg_revoke(struct lease_store *store, const char *name, int64_t deadline,
+	      uint64_t *epoch, struct lease_err *err);
+int pg_await_fence(struct lease_store *store, const char *name,
+		   uint64_t epoch, int64_t deadline, enum lease_fence *out,
+		   struct lease_err *err);
+/* Caller holds ps->lock: wait for a notification or `until`. */
+void pg_wait_event_locked(struct pg_store *ps, int64_t until);
+
+#endif

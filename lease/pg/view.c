@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pgstore backend: show, list, revoke and its fence (the tables:
+ * pg_int.h).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pg_int.h"
+
+/* A fence is looked at this often when nothing notifies (a harness
+ * release, an expiry). */
+#define FENCE_LOOK_MS 500
+
+/* The columns every view reads: epoch, held (on the database's clock),
+ * ms to expiry, whether our record names this holder and says revoked,
+ * pid, description; then the within count and one of them. */
+static const char *view_sql(const struct pg_store *ps, char *buf, size_t sz)
+{
+	snprintf(buf, sz,
+		 "SELECT m.name, m.epoch, m.holder IS NOT NULL AND m.expires_at > "
+		 "clock_timestamp(), coalesce((extract(epoch FROM m.expires_at - "
+		 "clock_timestamp()) * 1000)::bigint, 0), h.name IS NOT NULL, "
+		 "coalesce(h.revoked, false), coalesce(h.pid, 0), "
+		 "coalesce(h.description, ''), (SELECT count(*) FROM %s w JOIN %s i "
+		 "ON i.name = w.name AND i.epoch = w.epoch AND i.holder = w.holder "
+		 "AND i.expires_at > clock_timestamp() WHERE w.scope = m.name), "
+		 "(SELECT w.name || ' ' || w.epoch FROM %s w JOIN %s i ON i.name = "
+		 "w.name AND i.epoch = w.epoch AND i.holder = w.holder AND "
+		 "i.expires_at > clock_timestamp() WHERE w.scope = m.name LIMIT 1) "
+		 "FROM %s m LEFT JOIN %s h ON h.name = m.name AND h.epoch = m.epoch "
+		 "AND h.holder = m.holder",
+		 ps->t_within, ps->t_main, ps->t_within, ps->t_main, ps->t_main,
+		 ps->t_holders);
+	return buf;
+}
+
+static void info_of(const PGresult *res, int i, struct lease_info *info)
+{
+	const char *first = PQgetvalue(res, i, 9);
+
+	memset(info, 0, sizeof(*info));
+	snprintf(info->name, sizeof(info->name), "%s", PQgetvalue(res, i, 0));
+	info->epoch = (uint64_t)pg_i64(res, i, 1);
+	if (strcmp(PQgetvalue(res, i, 2), "t") == 0) {
+		bool ours = strcmp(PQgetvalue(res, i, 4), "t") == 0;
+
+		info->state = ours && strcmp(PQgetvalue(res, i, 5), "t") == 0
+			? LEASE_STATE_REVOKED : LEASE_STATE_HELD;
+		info->holder_pid = ours ? (pid_t)pg_i64(res, i, 6) : 0;
+		snprintf(info->holder, sizeof(info->holder), "%s", ours ?
+			 PQgetvalue(res, i, 7) : "not a leasefs mount (no loss "
+			 "channel but its expiry)");
+	}
+	info->within = (unsigned)pg_i64(res, i, 8);
+	if (info->within && first[0]) {
+		unsigned long long e = 0;
+
+		sscanf(first, "%512s %llu", info->within_name, &e);
+		info->within_epoch = e;
+	}
+}
+
+int pg_show(struct lease_store *store, const char *name,
+	    struct lease_info *info, struct lease_err *err)
+{
+	struct pg_store *ps = pg_of(store);
+	char sql[4096];
+	const char *p[] = { name };
+	PGresult *res = NULL;
+	int r;
+
+	memset(info, 0, sizeof(*info));
+	snprintf(info->name, sizeof(info->name), "%s", name);
+	view_sql(ps, sql, sizeof(sql));
+	strcat(sql, " WHERE m.name = $1");
+	pthread_mutex_lock(&ps->lock);
+	r = pg_query(ps, 0, sql, 1, p, &res, err);
+	pthread_mutex_unlock(&ps->lock);
+	if (r == 0 && PQntuples(res) == 1)
+		info_of(res, 0, info);
+	PQclear(res);
+	return r;
+}
+
+int pg_list(struct lease_store *store, lease_list_cb cb, void *userdata,
+	    struct lease_err *err)
+{
+	struct pg_store *ps = pg_of(store);
+	char sql[4096];
+	PGresult *res = NULL;
+	int r;
+
+	view_sql(ps, sql, sizeof(sql));
+	strcat(sql, " ORDER BY m.name");
+	pthread_mutex_lock(&ps->lock);
+	r = pg_query(ps, 0, sql, 0, NULL, &res, err);
+	pthread_mutex_unlock(&ps->lock);
+	for (int i = 0; r == 0 && i < PQntuples(res); i++) {
+		struct lease_info info;
+
+		info_of(res, i, &info);
+		r = cb(&info, userdata);
+	}
+	PQclear(res);
+	return r;
+}
+
+static int not_held(const char *name, struct lease_err *err)
+{
+	return lease_err_set(err, LEASE_E_IO, -ENOENT, name,
+			     "lease '%s' is not held", name);
+}
+
+/*
+ * A leasefs holder's record is marked revoked and the holder notified; a
+ * holder without one (a harness session) is left alone: its expiry is
+ * its fence, and it keeps renewing if it lives.
+ */
+int pg_revoke(struct lease_store *store, const char *name, int64_t deadline,
+	      uint64_t *epoch, struct lease_err *err)
+{
+	struct pg_store *ps = pg_of(store);
+	char sql[2048];
+	const char *p[] = { name, ps->channel };
+	PGresult *res = NULL;
+	int r;
+
+	snprintf(sql, sizeof(sql), "WITH m AS (SELECT epoch, holder FROM %s WHERE "
+		 "name = $1 AND holder IS NOT NULL AND expires_at > "
+		 "clock_timestamp()), h AS (UPDATE %s h SET revoked = true FROM m "
+		 "WHERE h.name = $1 AND h.epoch = m.epoch AND h.holder = m.holder "
+		 "AND NOT h.revoked RETURNING h.epoch) SELECT (SELECT epoch FROM m), "
+		 "(SELECT epoch FROM h), (SELECT revoked FROM %s x, m WHERE x.name "
+		 "= $1 AND x.epoch = m.epoch AND x.holder = m.holder), CASE WHEN "
+		 "EXISTS (SELECT 1 FROM h) THEN pg_notify($2, 'revoke ' || $1) END",
+		 ps->t_main, ps->t_holders, ps->t_holders);
+	pthread_mutex_lock(&ps->lock);
+	r = pg_query(ps, deadline, sql, 2, p, &res, err);
+	pthread_mutex_unlock(&ps->lock);
+	if (r < 0)
+		return r;
+	if (PQgetisnull(res, 0, 0))
+		r = not_held(name, err);
+	else if (PQgetisnull(res, 0, 1) &&
+		 strcmp(PQgetvalue(res, 0, 2), "t") == 0)
+		r = not_held(name, err); /* revoked already: nothing held */
+	else
+		*epoch = (uint64_t)pg_i64(res, 0, 0);
+	PQclear(res);
+	return r;
+}
+
+/* Where the revoked holder at `epoch` stands: 1 fenced (*out set), 0 not
+ * yet (*ms to its expiry), or -errno. */
+static int fence_state(struct pg_store *ps, const char *name, uint64_t epoch,
+		       enum lease_fence *out, bool *leasefs, int64_t *ms,
+		       struct lease_err *err)
+{
+	char sql[2048], e[24];
+	const char *p[] = { name, e };
+	PGresult *res = NULL;
+	int r;
+
+	snprintf(e, sizeof(e), "%" PRIu64, epoch);
+	snprintf(sql, sizeof(sql), "SELECT m.epoch, m.holder IS NULL, "
+		 "m.expires_at <= clock_timestamp(), coalesce((extract(epoch FROM "
+		 "m.expires_at - clock_timestamp()) * 1000)::bigint, 0), EXISTS "
+		 "(SELECT 1 FROM %s h WHERE h.name = $1 AND h.epoch = $2::bigint AND "
+		 "h.holder = m.holder) FROM %s m WHERE m.name = $1", ps->t_holders,
+		 ps->t_main);
+	r = pg_query(ps, 0, sql, 2, p, &res, err);
+	if (r < 0)
+		return r;
+	r = 0;
+	if (PQntuples(res) != 1 || (uint64_t)pg_i64(res, 0, 0) > epoch ||
+	    strcmp(PQgetvalue(res, 0, 1), "t") == 0) {
+		*out = LEASE_FENCE_ACKED;
+		r = 1;
+	} else if (strcmp(PQgetvalue(res, 0, 2), "t") == 0) {
+		*out = LEASE_FENCE_EXPIRED;
+		r = 1;
+	} else {
+		*ms = pg_i64(res, 0, 3);
+		*leasefs = strcmp(PQgetvalue(res, 0, 4), "t") == 0;
+	}
+	PQclear(res);
+	return r;
+}
+
+int pg_await_fence(struct lease_store *store, const char *name,
+		   uint64_t epoch, int64_t deadline, enum lease_fence *out,
+		   struct lease_err *err)
+{
+	struct pg_store *ps = pg_of(store);
+	bool leasefs = true;
+	int64_t ms = 0, first_expiry = 0;
+	int r;
+
+	*out = LEASE_FENCE_PENDING;
+	pthread_mutex_lock(&ps->lock);
+	r = pg_thread_start_locked(ps);
+	while (r == 0) {
+		int64_t look;
+
+		r = fence_state(ps, name, epoch, out, &leasefs, &ms, err);
+		if (r != 0 || lease_deadline_passed(deadline))
+			break;
+		/* A harness holder cannot be told: it is fenced only if it has
+		 * stopped renewing, which its first expiry shows. */
+		if (!leasefs && !first_expiry)
+			first_expiry = lease_deadline_ms(ms + 100);
+		if (!leasefs && lease_deadline_passed(first_expiry))
+			break;
+		look = lease_deadline_ms(ms > 0 && ms < FENCE_LOOK_MS ? ms + 1
+					 : FENCE_LOOK_MS);
+		pg_wait_event_locked(ps, look < deadline ? look : deadline);
+	}
+	pthread_mutex_unlock(&ps->lock);
+	if (r > 0)
+		return 0;
+	if (r == 0 && !leasefs)
+		lease_err_set(err, LEASE_OK, 0, name, "its holder (epoch %" PRIu64
+			      ") is a session that is not a leasefs mount (a "
+			      "harness session): it was not told, and the name "
+			      "stays its until it releases or stops renewing "
+			      "(then the database expires it)", epoch);
+	return r;
+}
