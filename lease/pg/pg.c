@@ -116,6 +116,14 @@ static void seconds_left(char *buf, size_t sz, int64_t deadline)
 	snprintf(buf, sz, "%lld", (long long)(ms > 1000 ? (ms + 999) / 1000 : 1));
 }
 
+/* The server's notices (a table that exists already) are nobody's
+ * business: the library writes nothing to stderr. */
+static void quiet(void *ud, const char *msg)
+{
+	(void)ud;
+	(void)msg;
+}
+
 static int listen_locked(struct pg_store *ps, int64_t deadline,
 			 struct lease_err *err)
 {
@@ -157,6 +165,7 @@ int pg_connect_locked(struct pg_store *ps, int64_t deadline,
 		return unreachable(ps, err, why);
 	}
 	PQsetnonblocking(ps->conn, 1);
+	PQsetNoticeProcessor(ps->conn, quiet, NULL);
 	return listen_locked(ps, deadline, err);
 }
 
