@@ -227,6 +227,52 @@ const char *lease_uri_local_dir(const char *uri)
 	return rest && *rest ? rest : LEASE_FILE_DEFAULT_DIR;
 }
 
+/* The password of the authority at `p` ("user:PASS@host"): its start
+ * and end, or NULL. */
+static const char *secret_at(const char *p, const char **end)
+{
+	const char *stop = p + strcspn(p, "/?#,"), *at = memchr(p, '@', (size_t)(stop - p));
+	const char *colon = at ? memchr(p, ':', (size_t)(at - p)) : NULL;
+
+	if (!colon)
+		return NULL;
+	*end = at;
+	return colon + 1;
+}
+
+bool lease_uri_has_secret(const char *uri)
+{
+	const char *end;
+
+	for (const char *p = uri; (p = strstr(p, "://")) != NULL; p += 3)
+		if (secret_at(p + 3, &end))
+			return true;
+	return false;
+}
+
+void lease_uri_redact(const char *uri, char *out, size_t outsz)
+{
+	size_t n = 0;
+
+	if (!outsz)
+		return;
+	while (*uri && n + 1 < outsz) {
+		const char *end, *sec = strncmp(uri, "://", 3) == 0
+					? secret_at(uri + 3, &end) : NULL;
+
+		if (sec) {
+			n += (size_t)snprintf(out + n, outsz - n, "%.*s***",
+					      (int)(sec - uri), uri);
+			uri = end;
+			if (n >= outsz)
+				n = outsz - 1;
+			continue;
+		}
+		out[n++] = *uri++;
+	}
+	out[n] = '\0';
+}
+
 int lease_store_open(const char *uri, const struct lease_store_opts *opts,
 		     struct lease_store **out, struct lease_err *err)
 {

@@ -150,6 +150,12 @@ void lease_store_close(struct lease_store *store);
 /* The local directory a store URI names (file: stores), without opening
  * it; NULL for stores that have none. */
 const char *lease_uri_local_dir(const char *uri);
+/* `uri` for showing: a password in its authority ("scheme://user:PASS@")
+ * becomes "***", in every URI of a comma-separated list.  `out` gets as
+ * much as fits. */
+void lease_uri_redact(const char *uri, char *out, size_t outsz);
+/* Whether lease_uri_redact() would change `uri`. */
+bool lease_uri_has_secret(const char *uri);
 /* Local directory backing the store, or NULL when it has none. */
 const char *lease_store_local_dir(const struct lease_store *store);
 

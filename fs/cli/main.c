@@ -13,6 +13,7 @@
  * failed and its exit code.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -43,8 +44,38 @@ static const struct command {
 	{ "lease", cmd_lease },
 };
 
+/*
+ * The arguments the commands parse are a copy; a password in a store URI
+ * is blanked in the process's own argv, which ps shows for as long as the
+ * daemon lives (README: better kept in PGPASSFILE or a creds file).
+ */
+static char **args; /* the copy, for the process's life */
+
+static char **private_args(int argc, char **argv)
+{
+	char **copy = args = calloc((size_t)argc + 1, sizeof(*copy));
+
+	for (int i = 0; copy && i < argc; i++) {
+		copy[i] = strdup(argv[i]);
+		if (!copy[i])
+			return NULL;
+		if (lease_uri_has_secret(argv[i])) {
+			size_t n = strlen(argv[i]);
+
+			lease_uri_redact(copy[i], argv[i], n + 1);
+			memset(argv[i] + strlen(argv[i]), 0, n - strlen(argv[i]));
+		}
+	}
+	return copy;
+}
+
 int main(int argc, char **argv)
 {
+	argv = private_args(argc, argv);
+	if (!argv) {
+		fputs("leasefs: out of memory\n", stderr);
+		return EXIT_FAIL;
+	}
 	for (size_t i = 0; argc >= 2 && i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(argv[1], commands[i].name) == 0)
 			return commands[i].run(argc - 1, argv + 1);

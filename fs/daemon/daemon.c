@@ -41,7 +41,7 @@ static int start_services(struct daemon *d, struct lfs_err *err)
 			.coord = d->coord,
 			.gate = d->gate,
 			.transport = d->transport,
-			.backend = d->opts->leases,
+			.backend = d->leases_shown,
 			.mountpoint = d->opts->mountpoint,
 		},
 		.metrics_dir = d->opts->metrics_dir,

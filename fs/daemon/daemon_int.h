@@ -61,6 +61,7 @@ struct daemon {
 	char session_id[37];      /* --session, else a random one */
 	char session_root[PATH_MAX]; /* session placement: ROOT/<session id> */
 	char holder[PATH_MAX + 64];  /* the store's holder description */
+	char leases_shown[1024];     /* --leases, its password redacted */
 	int event_fd;            /* umount requests and loss, for the event thread */
 	/* To the waiting parent, until on_serving() (a FUSE worker) reports;
 	 * the main thread reads it only after the workers are joined. */

@@ -244,6 +244,7 @@ int open_coord(struct daemon *d, struct lfs_err *err)
 		 d->session_id);
 	cfg.session_id = d->session_id;
 	so.holder = d->holder;
+	lease_uri_redact(o->leases, d->leases_shown, sizeof(d->leases_shown));
 	r = lease_store_open(o->leases, &so, &d->store, &le);
 	if (r < 0)
 		return lfs_err_from_lease(err, r, &le);

@@ -74,23 +74,6 @@ static int take_params(char **uri, char *schema, char *prefix,
 	return 0;
 }
 
-/* The URI for messages: user@host, never a password. */
-static char *shown_uri(const char *uri)
-{
-	const char *at = strchr(uri, '@'), *scheme = strstr(uri, "://");
-	const char *colon;
-	char *s = NULL;
-
-	if (!at || !scheme)
-		return strdup(uri);
-	colon = memchr(scheme + 3, ':', (size_t)(at - scheme - 3));
-	if (!colon)
-		return strdup(uri);
-	if (asprintf(&s, "%.*s:***%s", (int)(colon - uri), uri, at) < 0)
-		return NULL;
-	return s;
-}
-
 /* ---- the connection ------------------------------------------------- */
 
 static int unreachable(struct pg_store *ps, struct lease_err *err,
@@ -413,7 +396,12 @@ static int pg_open(struct lease_store *store, const char *rest,
 	r = take_params(&ps->conninfo, schema, prefix, err);
 	if (r < 0)
 		goto fail;
-	ps->shown = shown_uri(ps->conninfo);
+	ps->shown = malloc(strlen(ps->conninfo) + 8);
+	if (!ps->shown) {
+		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
+		goto fail;
+	}
+	lease_uri_redact(ps->conninfo, ps->shown, strlen(ps->conninfo) + 8);
 	names_set(ps, schema, prefix);
 	pthread_mutex_lock(&ps->lock);
 	r = pg_connect_locked(ps, lease_deadline_ms(QUERY_MS), err);
