@@ -125,5 +125,9 @@ extern const struct lease_backend lease_backend_etcds;
 extern const struct lease_backend lease_backend_pg;
 extern const struct lease_backend lease_backend_pgql;
 #endif
+#ifdef LEASEFS_HAVE_NATS
+extern const struct lease_backend lease_backend_nats;
+extern const struct lease_backend lease_backend_natstls;
+#endif
 
 #endif

@@ -47,6 +47,10 @@ static const struct lease_backend *const builtin[] = {
 	&lease_backend_pg,
 	&lease_backend_pgql,
 #endif
+#ifdef LEASEFS_HAVE_NATS
+	&lease_backend_nats,
+	&lease_backend_natstls,
+#endif
 };
 
 /* added_lock protects added and nadded (backends added at run time). */
@@ -121,6 +125,8 @@ static const struct {
 	{ "etcds", "leasefs-etcd.so", "lease_backend_etcds" },
 	{ "postgresql", "leasefs-pg.so", "lease_backend_pgql" },
 	{ "postgres", "leasefs-pg.so", "lease_backend_pg" },
+	{ "nats+tls", "leasefs-nats.so", "lease_backend_natstls" },
+	{ "nats", "leasefs-nats.so", "lease_backend_nats" },
 };
 #define NMODULAR (sizeof(modular) / sizeof(modular[0]))
 

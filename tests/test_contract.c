@@ -670,8 +670,8 @@ int main(int argc, char **argv)
 		backend = argv[1];
 	if (strcmp(backend, "mem") && strcmp(backend, "file") &&
 	    strcmp(backend, "fsstore") && strcmp(backend, "etcd") &&
-	    strcmp(backend, "pg")) {
-		fprintf(stderr, "usage: %s mem|file|fsstore|etcd|pg\n", argv[0]);
+	    strcmp(backend, "pg") && strcmp(backend, "nats")) {
+		fprintf(stderr, "usage: %s mem|file|fsstore|etcd|pg|nats\n", argv[0]);
 		return 2;
 	}
 	for (size_t i = 0; i < NTESTS(contract_tests); i++)

@@ -107,6 +107,11 @@ struct lease_store *tu_open_store(const char *backend, char **dir_out)
 				*p = '_';
 		snprintf(last_uri, sizeof(last_uri), "%s?table_prefix=%s", uri,
 			 prefix);
+	} else if (strcmp(backend, "nats") == 0) {
+		const char *uri = getenv("LEASEFS_NATS_URI");
+
+		assert_non_null(uri);
+		snprintf(last_uri, sizeof(last_uri), "%s", uri);
 	} else if (strcmp(backend, "etcd") == 0) {
 		const char *ep = getenv("LEASEFS_ETCD_ENDPOINTS");
 

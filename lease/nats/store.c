@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The natsstore backend: the store, its connection, keys and values (the
+ * buckets and what the units share: nats_int.h).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <json-c/json.h>
+
+#include "nats_int.h"
+
+/* Every request to the server is bounded by this (JetStream's wait). */
+#define REQUEST_MS 3000
+
+/* ---- keys ----------------------------------------------------------- */
+
+int ns_key(const char *name, char *out, size_t outsz)
+{
+	size_t n = 0;
+
+	for (const char *p = name; *p; p++) {
+		const char *rep = *p == '_' ? "_u" : *p == '.' ? "_d"
+				: *p == '/' ? "_s" : NULL;
+
+		if (n + 3 > outsz)
+			return -ENAMETOOLONG;
+		if (rep) {
+			out[n++] = rep[0];
+			out[n++] = rep[1];
+		} else {
+			out[n++] = *p;
+		}
+	}
+	out[n] = '\0';
+	return 0;
+}
+
+int ns_unkey(const char *key, char *out, size_t outsz)
+{
+	size_t n = 0;
+
+	for (const char *p = key; *p; p++) {
+		char c = *p;
+
+		if (c == '_') {
+			c = p[1] == 'u' ? '_' : p[1] == 'd' ? '.' : p[1] == 's' ? '/' : 0;
+			if (!c)
+				return -EINVAL;
+			p++;
+		}
+		if (n + 2 > outsz)
+			return -ENAMETOOLONG;
+		out[n++] = c;
+	}
+	out[n] = '\0';
+	return 0;
+}
+
+/* ---- time ----------------------------------------------------------- */
+
+int64_t ns_wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void rfc3339(int64_t ns, char *buf, size_t sz)
+{
+	time_t s = (time_t)(ns / 1000000000);
+	struct tm tm;
+
+	gmtime_r(&s, &tm);
+	snprintf(buf, sz, "%04d-%02d-%02dT%02d:%02d:%02d.%09" PRId64 "Z",
+		 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+		 tm.tm_min, tm.tm_sec, ns % 1000000000);
+}
+
+/* "YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)": 0 with *ns, or -EINVAL. */
+static int rfc3339_parse(const char *s, int64_t *ns)
+{
+	struct tm tm = { 0 };
+	int64_t frac = 0, scale = 1000000000;
+	int off = 0, n = 0, oh, om;
+	const char *p;
+
+	if (sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon,
+		   &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6)
+		return -EINVAL;
+	p = s + n;
+	if (*p == '.') {
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			if (scale > 1) {
+				scale /= 10;
+				frac += (*p - '0') * scale;
+			}
+	}
+	if (*p == 'Z' || *p == 'z')
+		p++;
+	else if ((*p == '+' || *p == '-') && sscanf(p + 1, "%2d:%2d", &oh, &om) == 2) {
+		off = (*p == '+' ? 1 : -1) * (oh * 3600 + om * 60);
+		p += 6;
+	} else
+		return -EINVAL;
+	if (*p)
+		return -EINVAL;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	*ns = ((int64_t)timegm(&tm) - off) * 1000000000 + frac;
+	return 0;
+}
+
+/* ---- values --------------------------------------------------------- */
+
+char *ns_value_json(const struct ns_value *v)
+{
+	char when[64], *s = NULL;
+
+	rfc3339(v->expires_ns, when, sizeof(when));
+	if (asprintf(&s, "{\"epoch\":%" PRIu64 ",\"holder\":\"%s\","
+		     "\"expires_at\":\"%s\"}", v->epoch, v->holder, when) < 0)
+		return NULL;
+	return s;
+}
+
+/* Exactly the harness's three fields, of their types. */
+int ns_value_parse(const char *text, int len, struct ns_value *v)
+{
+	json_tokener *tok = json_tokener_new();
+	json_object *o = tok ? json_tokener_parse_ex(tok, text, len) : NULL;
+	json_object *e, *h, *x;
+	int r = -EINVAL;
+
+	if (o && json_object_is_type(o, json_type_object) &&
+	    json_object_object_length(o) == 3 &&
+	    json_object_object_get_ex(o, "epoch", &e) &&
+	    json_object_object_get_ex(o, "holder", &h) &&
+	    json_object_object_get_ex(o, "expires_at", &x) &&
+	    (json_object_is_type(e, json_type_int) ||
+	     json_object_is_type(e, json_type_double)) &&
+	    json_object_is_type(h, json_type_string) &&
+	    json_object_get_string_len(h) == 32 &&
+	    json_object_is_type(x, json_type_string) &&
+	    json_object_get_int64(e) >= 0 &&
+	    rfc3339_parse(json_object_get_string(x), &v->expires_ns) == 0) {
+		v->epoch = (uint64_t)json_object_get_int64(e);
+		snprintf(v->holder, sizeof(v->holder), "%s", json_object_get_string(h));
+		r = 0;
+	}
+	json_object_put(o);
+	if (tok)
+		json_tokener_free(tok);
+	return r;
+}
+
+int ns_fail(struct ns_store *ns, natsStatus s, const char *name,
+	    const char *what, struct lease_err *err)
+{
+	enum lease_errkind kind = s == NATS_TIMEOUT ? LEASE_E_TIMEOUT
+		: (s == NATS_CONNECTION_CLOSED || s == NATS_NO_SERVER ||
+		   s == NATS_CONNECTION_DISCONNECTED || s == NATS_NO_RESPONDERS)
+		? LEASE_E_UNREACHABLE : LEASE_E_IO;
+
+	return lease_err_set(err, kind, -EIO, name, "natsstore %s: %s%s%s: %s",
+			     ns->shown, what, name ? " " : "", name ? name : "",
+			     natsStatus_GetText(s));
+}
+
+int ns_get(struct ns_store *ns, kvStore *kv, const char *key,
+	   struct ns_value *v, struct lease_err *err)
+{
+	kvEntry *e = NULL;
+	natsStatus s = kvStore_Get(&e, kv, key);
+	int r;
+
+	if (s == NATS_NOT_FOUND)
+		return 0;
+	if (s != NATS_OK)
+		return ns_fail(ns, s, key, "get", err);
+	r = ns_value_parse(kvEntry_Value(e), kvEntry_ValueLen(e), v);
+	v->revision = kvEntry_Revision(e);
+	kvEntry_Destroy(e);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_CORRUPT, 0, key, "natsstore %s: "
+				     "the value at %s is not the harness's "
+				     "{epoch, holder, expires_at}; nothing was "
+				     "written", ns->shown, key);
+	return 1;
+}
+
+void ns_publish(struct ns_store *ns, const char *what, const char *key)
+{
+	char subj[NS_KEY_MAX + 64];
+
+	snprintf(subj, sizeof(subj), NS_SUBJECT ".%s.%s", what, key);
+	natsConnection_PublishString(ns->nc, subj, "1");
+	natsConnection_FlushTimeout(ns->nc, REQUEST_MS);
+}
+
+/* ---- the store ------------------------------------------------------ */
+
+/* The bucket, made as the harness makes it if it is not there. */
+static natsStatus bucket(struct ns_store *ns, const char *name, kvStore **out)
+{
+	kvConfig cfg;
+	natsStatus s = js_KeyValue(out, ns->js, name);
+
+	if (s != NATS_NOT_FOUND)
+		return s;
+	kvConfig_Init(&cfg);
+	cfg.Bucket = name;
+	cfg.History = 1;
+	cfg.StorageType = js_FileStorage;
+	s = js_CreateKeyValue(out, ns->js, &cfg);
+	/* Made by someone else meanwhile: take theirs. */
+	return s == NATS_OK ? s : js_KeyValue(out, ns->js, name);
+}
+
+/* "nats://a:1,b:2" (or tls://): the servers, each with its scheme. */
+static natsStatus servers(natsOptions *o, const char *uri)
+{
+	const char *rest = strstr(uri, "://");
+	char scheme[16], *copy, *save = NULL;
+	const char *list[16];
+	char *urls[16];
+	int n = 0;
+	natsStatus s;
+
+	snprintf(scheme, sizeof(scheme), "%s",
+		 strncmp(uri, "nats+tls:", 9) == 0 ? "tls" : "nats");
+	copy = strdup(rest + 3);
+	if (!copy)
+		return NATS_NO_MEMORY;
+	for (char *p = strtok_r(copy, ",", &save); p && n < 16;
+	     p = strtok_r(NULL, ",", &save)) {
+		if (asprintf(&urls[n], "%s://%s", scheme, p) < 0)
+			break;
+		list[n] = urls[n];
+		n++;
+	}
+	s = n ? natsOptions_SetServers(o, list, n) : NATS_INVALID_ARG;
+	for (int i = 0; i < n; i++)
+		free(urls[i]);
+	free(copy);
+	return s;
+}
+
+/* Credentials and TLS as NATS clients take them, from the environment. */
+static natsStatus security(natsOptions *o, const char *uri)
+{
+	const char *creds = getenv("LEASEFS_NATS_CREDS");
+	const char *ca = getenv("LEASEFS_NATS_CA");
+	const char *cert = getenv("LEASEFS_NATS_CERT");
+	const char *key = getenv("LEASEFS_NATS_KEY");
+	natsStatus s = NATS_OK;
+
+	if (creds && *creds)
+		s = natsOptions_SetUserCredentialsFromFiles(o, creds, NULL);
+	if (s == NATS_OK && (strncmp(uri, "nats+tls:", 9) == 0 || (ca && *ca)))
+		s = natsOptions_SetSecure(o, true);
+	if (s == NATS_OK && ca && *ca)
+		s = natsOptions_LoadCATrustedCertificates(o, ca);
+	if (s == NATS_OK && cert && *cert && key && *key)
+		s = natsOptions_LoadCertificatesChain(o, cert, key);
+	return s;
+}
+
+static natsStatus connect_all(struct ns_store *ns, const char *uri)
+{
+	natsOptions *o = NULL;
+	jsOptions jo;
+	natsStatus s = natsOptions_Create(&o);
+
+	if (s == NATS_OK)
+		s = servers(o, uri);
+	if (s == NATS_OK)
+		s = security(o, uri);
+	if (s == NATS_OK)
+		s = natsOptions_SetTimeout(o, REQUEST_MS);
+	/* Reconnect for as long as we live: a grant's safe-until, not the
+	 * connection, decides when it is lost. */
+	if (s == NATS_OK)
+		s = natsOptions_SetMaxReconnect(o, -1);
+	if (s == NATS_OK)
+		s = natsOptions_SetReconnectWait(o, 250);
+	if (s == NATS_OK)
+		s = natsOptions_SetName(o, "leasefs");
+	if (s == NATS_OK)
+		s = natsConnection_Connect(&ns->nc, o);
+	natsOptions_Destroy(o);
+	jsOptions_Init(&jo);
+	jo.Wait = REQUEST_MS;
+	if (s == NATS_OK)
+		s = natsConnection_JetStream(&ns->js, ns->nc, &jo);
+	if (s == NATS_OK)
+		s = bucket(ns, NS_BUCKET, &ns->kv);
+	if (s == NATS_OK)
+		s = bucket(ns, NS_OWN_BUCKET, &ns->own);
+	return s;
+}
+
+static void ns_store_free(struct ns_store *ns)
+{
+	if (!ns)
+		return;
+	kvStore_Destroy(ns->kv);
+	kvStore_Destroy(ns->own);
+	jsCtx_Destroy(ns->js);
+	natsConnection_Destroy(ns->nc);
+	pthread_mutex_destroy(&ns->lock);
+	free(ns->shown);
+	free(ns);
+}
+
+static int ns_open(struct lease_store *store, const char *rest,
+		   struct lease_err *err)
+{
+	struct ns_store *ns = calloc(1, sizeof(*ns));
+	char *uri = NULL;
+	natsStatus s;
+	int r;
+
+	if (!ns || asprintf(&uri, "%s:%s", store->be->scheme, rest) < 0) {
+		free(ns);
+		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
+	}
+	pthread_mutex_init(&ns->lock, NULL);
+	ns->kick_fd = -1;
+	ns->ttl_ms = store->opts.ttl_ms ? store->opts.ttl_ms : NS_DEFAULT_TTL_MS;
+	ns->shown = malloc(strlen(uri) + 8);
+	if (!ns->shown || strncmp(rest, "//", 2) != 0) {
+		r = ns->shown ? lease_err_set(err, LEASE_E_USAGE, 0, NULL, "natsstore: "
+					      "'%s' is not nats://HOST:PORT[,...]", uri)
+			      : lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL,
+					      "out of memory");
+		goto fail;
+	}
+	lease_uri_redact(uri, ns->shown, strlen(uri) + 8);
+	s = connect_all(ns, uri);
+	if (s != NATS_OK) {
+		r = lease_err_set(err, LEASE_E_UNREACHABLE, 0, NULL, "natsstore %s: "
+				  "%s", ns->shown, natsStatus_GetText(s));
+		goto fail;
+	}
+	free(uri);
+	store->priv = ns;
+	return 0;
+fail:
+	free(uri);
+	ns_store_free(ns);
+	return r;
+}
+
+/* Leases of the store must have been freed before close. */
+static void ns_close(struct lease_store *store)
+{
+	struct ns_store *ns = ns_of(store);
+
+	if (!ns)
+		return;
+	ns_thread_stop(ns);
+	ns_store_free(ns);
+	store->priv = NULL;
+}
+
+#define NS_BACKEND(name) {                                                    \
+	.scheme = name,                                                       \
+	.open = ns_open,                                                      \
+	.close = ns_close,                                                    \
+	.try_acquire = ns_try_acquire,                                        \
+	.await_change = ns_await_change,                                      \
+	.release = ns_release,                                                \
+	.free_lease = ns_free_lease,                                          \
+	.list = ns_list,                                                      \
+	.show = ns_show,                                                      \
+	.revoke = ns_revoke,                                                  \
+	.await_fence = ns_await_fence,                                        \
+}
+
+const struct lease_backend lease_backend_nats = NS_BACKEND("nats");
+const struct lease_backend lease_backend_natstls = NS_BACKEND("nats+tls");
