@@ -5,7 +5,7 @@
 # store in a temp dir, on a free port.  Waits (bounded) until it answers,
 # exports
 #   LEASEFS_NATS_URI   nats://127.0.0.1:PORT
-#   NATS_PID, NATS_PORT, NATS_STORE_DIR, NATS_BIN
+#   NATS_PID, NATS_PORT, NATS_MON_PORT (monitoring), NATS_STORE_DIR, NATS_BIN
 # runs the command, then stops the server.  Exits with the command's
 # status; 77 (skip) if nats-server is not installed, 99 if it cannot be
 # started.
@@ -35,10 +35,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+read -r port mon < <(python3 -c '
+import socket
+a, b = socket.socket(), socket.socket()
+a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
+print(a.getsockname()[1], b.getsockname()[1])')
 # nats_start: (re)start the server on the same port and store.
 nats_start() {
-	"$NATS_BIN" -a 127.0.0.1 -p "$port" -js -sd "$workdir/js" >>"$workdir/server.log" 2>&1 &
+	"$NATS_BIN" -a 127.0.0.1 -p "$port" -m "$mon" -js -sd "$workdir/js" \
+		>>"$workdir/server.log" 2>&1 &
 	nats_pid=$!
 	for _ in $(seq 1 100); do
 		kill -0 "$nats_pid" 2>/dev/null || return 1
@@ -55,7 +60,7 @@ if ! nats_start; then
 	exit 99
 fi
 export LEASEFS_NATS_URI="nats://127.0.0.1:$port"
-export NATS_PID=$nats_pid NATS_PORT=$port NATS_STORE_DIR=$workdir/js NATS_BIN
+export NATS_PID=$nats_pid NATS_PORT=$port NATS_MON_PORT=$mon NATS_STORE_DIR=$workdir/js NATS_BIN
 export NATS_LOG=$workdir/server.log
 "$@"
 exit $?
