@@ -46,6 +46,11 @@ static void print_status_table(const char *json)
 
 static int no_daemon(const char *arg, int r)
 {
+	if (r == -EACCES) {
+		fprintf(stderr, "leasefs: %s: permission denied (only root and "
+			"the mount's owner may watch or control it)\n", arg);
+		return EXIT_DENIED;
+	}
 	fprintf(stderr, "leasefs: no leasefs daemon serves %s: %s\n", arg,
 		strerror(-r));
 	return EXIT_FAIL;
@@ -180,6 +185,8 @@ int cmd_umount(int argc, char **argv)
 	/* No daemon serves it, but a crashed one's mount is there: detach. */
 	if ((r == -ENOENT || r == -ECONNREFUSED) && is_stale_mount(argv[1]))
 		r = clean_stale_mount(argv[1]);
+	if (r == -EACCES)
+		return no_daemon(argv[1], r);
 	if (r < 0) {
 		fprintf(stderr, "leasefs: cannot unmount %s: %s%s\n", argv[1],
 			strerror(-r), r == -ENOENT || r == -ECONNREFUSED ?

@@ -22,6 +22,7 @@ const char usage_text[] =
 	"usage: leasefs mount [--placement=exclusive|session|shared] [--leases=URI]\n"
 	"                     [--session=UUID] [--wait=SECONDS] [--ttl=SECONDS]\n"
 	"                     [--metrics-dir=DIR] [--files-per-user=N]\n"
+	"                     [--owner=USER[:GROUP]]\n"
 	"                     [-o OPT] [-f] [-d] ROOT MOUNTPOINT\n"
 	"       leasefs status MOUNTPOINT [--json]\n"
 	"       leasefs umount MOUNTPOINT\n"

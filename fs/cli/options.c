@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -173,7 +175,7 @@ static int add_fuse_opt(struct mount_opts *o, const char *arg,
 }
 
 enum { OPT_PLACEMENT = 256, OPT_LEASES, OPT_SESSION, OPT_WAIT, OPT_TTL,
-       OPT_METRICS_DIR, OPT_FILES_PER_USER,
+       OPT_METRICS_DIR, OPT_FILES_PER_USER, OPT_OWNER,
        OPT_JSON };
 
 static const struct option mount_longopts[] = {
@@ -184,9 +186,66 @@ static const struct option mount_longopts[] = {
 	{ "ttl", required_argument, NULL, OPT_TTL },
 	{ "metrics-dir", required_argument, NULL, OPT_METRICS_DIR },
 	{ "files-per-user", required_argument, NULL, OPT_FILES_PER_USER },
+	{ "owner", required_argument, NULL, OPT_OWNER },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 }
 };
+
+/* A user or group by name or number: 0, or -ENOENT. */
+static int user_id(const char *s, uid_t *out)
+{
+	struct passwd *pw = getpwnam(s);
+	char *end;
+	unsigned long v;
+
+	if (pw) {
+		*out = pw->pw_uid;
+		return 0;
+	}
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || (uid_t)v != v)
+		return -ENOENT;
+	*out = (uid_t)v;
+	return 0;
+}
+
+static int group_id(const char *s, gid_t *out)
+{
+	struct group *gr = getgrnam(s);
+	char *end;
+	unsigned long v;
+
+	if (gr) {
+		*out = gr->gr_gid;
+		return 0;
+	}
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || (gid_t)v != v)
+		return -ENOENT;
+	*out = (gid_t)v;
+	return 0;
+}
+
+/* --owner=USER[:GROUP]: root may name anyone; a user only itself. */
+static int owner_opt(struct mount_opts *o, const char *arg, struct lfs_err *err)
+{
+	char user[256];
+	const char *colon = strchr(arg, ':');
+
+	snprintf(user, sizeof(user), "%.*s", colon ? (int)(colon - arg) : (int)strlen(arg),
+		 arg);
+	if (user_id(user, &o->owner_uid) < 0)
+		return usage_error(err, "bad --owner '%s' (no such user)", arg);
+	if (colon && group_id(colon + 1, &o->owner_gid) < 0)
+		return usage_error(err, "bad --owner '%s' (no such group)", arg);
+	o->owner_group = colon != NULL;
+	if (getuid() != 0 && o->owner_uid != getuid())
+		return lfs_fail(err, EXIT_DENIED, -EPERM, "--owner=%s: only root "
+				"may make a mount someone else's", arg);
+	return 0;
+}
 
 static int parse_mount_opt(struct mount_opts *o, int c, struct lfs_err *err)
 {
@@ -233,6 +292,7 @@ static int parse_mount_opt(struct mount_opts *o, int c, struct lfs_err *err)
 					   "(expected a count >= 1)", optarg);
 		return 0;
 	}
+	case OPT_OWNER: return owner_opt(o, optarg, err);
 	case 'o': return add_fuse_opt(o, optarg, err);
 	case 'f': o->foreground = true; return 0;
 	case 'd': o->debug = o->foreground = true; return 0;
@@ -246,6 +306,8 @@ int parse_mount(int argc, char **argv, struct mount_opts *o,
 {
 	int c, r;
 
+	o->owner_uid = getuid();
+	o->owner_gid = getgid();
 	o->placement = PLACEMENT_EXCLUSIVE;
 	o->leases = default_leases();
 	o->attrs.nodiratime = o->attrs.lazytime = -1;

@@ -13,6 +13,7 @@
 #include "roots.h"
 
 #define REQUEST_TIMEOUT_MS 5000
+#define DENIED "error: permission denied"
 /* A reply past this is no daemon's: refused rather than read on. */
 #define REPLY_MAX (16u << 20)
 
@@ -138,10 +139,23 @@ static int send_cmd(const char *mountpoint, const char *cmd, char **out,
 	return r;
 }
 
+static bool denied(const char *reply)
+{
+	return reply && strncmp(reply, DENIED, strlen(DENIED)) == 0;
+}
+
 int control_request(const char *mountpoint, const char *cmd, char **out)
 {
+	int r;
+
 	*out = NULL;
-	return send_cmd(mountpoint, cmd, out, REQUEST_TIMEOUT_MS);
+	r = send_cmd(mountpoint, cmd, out, REQUEST_TIMEOUT_MS);
+	if (r == 0 && denied(*out)) {
+		free(*out);
+		*out = NULL;
+		r = -EACCES;
+	}
+	return r;
 }
 
 int control_umount(const char *mountpoint, int timeout_ms)
@@ -151,7 +165,9 @@ int control_umount(const char *mountpoint, int timeout_ms)
 
 	/* The end without "ok": a daemon that died as we asked (its socket
 	 * lived on while its last threads exited) serves nobody. */
-	if (r == 0 && strncmp(reply, "ok\n", 3) != 0)
+	if (r == 0 && denied(reply))
+		r = -EACCES;
+	else if (r == 0 && strncmp(reply, "ok\n", 3) != 0)
 		r = -ECONNREFUSED;
 	free(reply);
 	return r;
@@ -201,6 +217,10 @@ int control_watch(const char *mountpoint, int (*on_line)(const char *, void *),
 		if (n <= 0)
 			break; /* the daemon is gone */
 		len += (size_t)n;
+		if (len >= strlen(DENIED) && memcmp(buf, DENIED, strlen(DENIED)) == 0) {
+			r = -EACCES;
+			break;
+		}
 		r = take_lines(buf, &len, on_line, ud);
 		if (r)
 			break;

@@ -48,6 +48,7 @@ struct control {
 		int64_t deadline;  /* to send the request line */
 		size_t len;
 		char line[64];
+		bool allowed;      /* root or the owner (SO_PEERCRED) */
 	} clients[MAX_CLIENTS];
 };
 
@@ -206,7 +207,9 @@ static void client_read(struct control *ctl, struct client *c)
 	c->line[c->len] = '\0';
 	if (!strchr(c->line, '\n') && c->len < sizeof(c->line) - 1)
 		return;
-	if (serve(ctl, c->fd, c->line))
+	if (!c->allowed)
+		reply(c->fd, "error: permission denied\n");
+	else if (serve(ctl, c->fd, c->line))
 		c->fd = -1; /* kept: a watcher or an umount waiter */
 	else
 		client_close(c);
@@ -227,6 +230,48 @@ static struct client *client_slot(struct control *ctl)
 	return oldest;
 }
 
+/* Whether the process `pid` has `gid` among its supplementary groups. */
+static bool in_group(pid_t pid, gid_t gid)
+{
+	char path[32], line[4096];
+	bool yes = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	while (f && !yes && fgets(line, sizeof(line), f)) {
+		char *p = line + 7, *end;
+
+		if (strncmp(line, "Groups:", 7) != 0)
+			continue;
+		for (;;) {
+			unsigned long g = strtoul(p, &end, 10);
+
+			if (end == p)
+				break;
+			yes = yes || (gid_t)g == gid;
+			p = end;
+		}
+	}
+	if (f)
+		fclose(f);
+	return yes;
+}
+
+/* Root, the owner, or (with a group) one of its members. */
+static bool peer_allowed(const struct control *ctl, int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
+		return false;
+	if (cr.uid == 0 || cr.uid == ctl->info.owner_uid)
+		return true;
+	return ctl->info.owner_group &&
+	       (cr.gid == ctl->info.owner_gid || in_group(cr.pid, ctl->info.owner_gid));
+}
+
 static void client_accept(struct control *ctl)
 {
 	int fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -237,6 +282,7 @@ static void client_accept(struct control *ctl)
 	c = client_slot(ctl);
 	c->fd = fd;
 	c->len = 0;
+	c->allowed = peer_allowed(ctl, fd);
 	c->deadline = lease_deadline_ms(CLIENT_TIMEOUT_MS);
 }
 
@@ -374,15 +420,19 @@ static int listen_on(struct control *ctl)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd, r;
 
-	if ((mkdir(LEASEFS_RUN_DIR, 0700) < 0 && errno != EEXIST) ||
-	    (mkdir(CONTROL_DIR, 0700) < 0 && errno != EEXIST))
+	/* Searchable, not listable, by everyone: who may talk is decided
+	 * per connection (peer_allowed()). */
+	if ((mkdir(LEASEFS_RUN_DIR, 0711) < 0 && errno != EEXIST) ||
+	    chmod(LEASEFS_RUN_DIR, 0711) < 0 ||
+	    (mkdir(CONTROL_DIR, 0711) < 0 && errno != EEXIST) ||
+	    chmod(CONTROL_DIR, 0711) < 0)
 		return -errno;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ctl->path);
 	r = bind_socket(fd, &sa);
-	if (r < 0 || chmod(ctl->path, 0600) < 0 || listen(fd, 64) < 0) {
+	if (r < 0 || chmod(ctl->path, 0666) < 0 || listen(fd, 64) < 0) {
 		if (r == 0)
 			r = -errno;
 		close(fd);

@@ -10,6 +10,9 @@
  *            so a watcher learns of the end by EOF
  *   umount   "ok", then open until the daemon has torn down, so a client
  *            can wait for the end by reading to EOF
+ * to root and the mount's owner (SO_PEERCRED); anyone else gets "error:
+ * permission denied" to every line and learns nothing of the mount.  The
+ * directory is 0711 and the sockets 0666: who may talk is decided here.
  * The server is control.c (with the textfile, textfile.c); the client side
  * is client.c.
  */
@@ -33,6 +36,11 @@ struct control;
 struct daemon_info {
 	struct status_source status; /* what status, watch and metrics show */
 	const char *metrics_dir;     /* canonical; NULL: no textfile */
+	/* Who may use the socket besides root: the owner, and members of
+	 * owner_gid if owner_group. */
+	uid_t owner_uid;
+	gid_t owner_gid;
+	bool owner_group;
 	/* Called (from the control thread) on "umount". */
 	void (*on_umount)(void *userdata);
 	void *userdata;
@@ -48,7 +56,7 @@ void control_stop(struct control *ctl);
 int control_connect_path(const char *path);
 /* Send `cmd` and read the whole reply, to the daemon's EOF: *out is
  * malloc'ed and NUL-terminated.  -ENOENT or -ECONNREFUSED when no daemon
- * serves the mount point. */
+ * serves the mount point, -EACCES when it refuses us (not the owner). */
 int control_request(const char *mountpoint, const char *cmd, char **out);
 /* Watch the mount's state: on_line gets each status line (without its
  * newline) as the daemon pushes it; a non-zero return stops the watch and

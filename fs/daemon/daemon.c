@@ -45,6 +45,9 @@ static int start_services(struct daemon *d, struct lfs_err *err)
 			.mountpoint = d->opts->mountpoint,
 		},
 		.metrics_dir = d->opts->metrics_dir,
+		.owner_uid = d->opts->owner_uid,
+		.owner_gid = d->opts->owner_gid,
+		.owner_group = d->opts->owner_group,
 		.on_umount = daemon_on_umount,
 		.userdata = d,
 	};

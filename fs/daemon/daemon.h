@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "control.h"
 #include "coord.h"
@@ -25,6 +26,9 @@ struct mount_opts {
 	unsigned max_read;   /* -o max_read=N, 0 if not given */
 	long files_per_user; /* --files-per-user, 0: the default */
 	const char *metrics_dir; /* --metrics-dir */
+	uid_t owner_uid;     /* who may watch and control it (besides root): */
+	gid_t owner_gid;     /* the caller of mount, or --owner=USER[:GROUP] */
+	bool owner_group;    /* the group too (given with --owner) */
 	bool foreground;
 	bool debug;
 	const char *root;
