@@ -111,6 +111,30 @@ static inline void lease_set_safe_until(struct lease *lease, int64_t t)
 	atomic_store_explicit(&lease->safe_until, t, memory_order_release);
 }
 
+/*
+ * A store's one thread (worker.c): it runs `fn`, which loops, under the
+ * owner's lock, until it sees `stopping`, and waits for work with
+ * lease_worker_wait() outside that lock.  running and stopping are
+ * protected by the owner's lock.
+ */
+struct lease_worker {
+	pthread_t thr;
+	int kick_fd;     /* eventfd: something changed, or stop */
+	bool running;
+	bool stopping;
+};
+/* Caller holds the owner's lock: the thread runs (started if it was
+ * not).  0 or -errno. */
+int lease_worker_start_locked(struct lease_worker *w, void *(*fn)(void *),
+			      void *arg);
+/* Wake the thread (from any thread; no lock needed). */
+void lease_worker_kick(struct lease_worker *w);
+/* In the thread, without the owner's lock: until kicked, `fd` (if >= 0)
+ * readable, or timeout_ms; the revents of `fd`. */
+short lease_worker_wait(struct lease_worker *w, int fd, int timeout_ms);
+/* Ask the thread to stop (taking `lock`) and join it; once. */
+void lease_worker_stop(struct lease_worker *w, pthread_mutex_t *lock);
+
 extern const struct lease_backend lease_backend_file;
 extern const struct lease_backend lease_backend_fsstore;
 

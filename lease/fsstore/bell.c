@@ -67,12 +67,6 @@ static int bell_bind(int dfd, const char *base)
 	return fd;
 }
 
-static void kick(struct fss_store *fs)
-{
-	if (fs->kick_fd >= 0)
-		(void)eventfd_write(fs->kick_fd, 1);
-}
-
 /* One datagram on fl's bell: a revoke of its epoch marks it lost. */
 static void bell_take(struct fss_lease *fl)
 {
@@ -105,7 +99,7 @@ static nfds_t pollset_locked(struct fss_store *fs, struct pollfd **p,
 		*p = q;
 		*cap = n;
 	}
-	(*p)[0] = (struct pollfd){ .fd = fs->kick_fd, .events = POLLIN };
+	(*p)[0] = (struct pollfd){ .fd = fs->worker.kick_fd, .events = POLLIN };
 	n = 1;
 	for (struct fss_lease *fl = fs->leases; fl; fl = fl->next)
 		(*p)[n++] = (struct pollfd){ .fd = fl->bell_fd, .events = POLLIN };
@@ -123,7 +117,7 @@ static void *watcher(void *arg)
 		nfds_t n;
 
 		pthread_mutex_lock(&fs->lock);
-		if (fs->stopping) {
+		if (fs->worker.stopping) {
 			pthread_mutex_unlock(&fs->lock);
 			break;
 		}
@@ -131,7 +125,7 @@ static void *watcher(void *arg)
 		pthread_mutex_unlock(&fs->lock);
 		if (poll(p, n, -1) < 0 && errno != EINTR)
 			break;
-		(void)eventfd_read(fs->kick_fd, &v); /* EAGAIN: not kicked */
+		(void)eventfd_read(fs->worker.kick_fd, &v); /* EAGAIN: not kicked */
 		pthread_mutex_lock(&fs->lock);
 		/* The set may have changed since the poll: match by fd. */
 		for (struct fss_lease *fl = fs->leases; fl; fl = fl->next)
@@ -142,26 +136,6 @@ static void *watcher(void *arg)
 	}
 	free(p);
 	return NULL;
-}
-
-/* Caller holds fs->lock. */
-static int watcher_start_locked(struct fss_store *fs)
-{
-	int r;
-
-	if (fs->running)
-		return 0;
-	fs->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (fs->kick_fd < 0)
-		return -errno;
-	r = -pthread_create(&fs->thr, NULL, watcher, fs);
-	if (r < 0) {
-		close(fs->kick_fd);
-		fs->kick_fd = -1;
-		return r;
-	}
-	fs->running = true;
-	return 0;
 }
 
 int fss_bell_open(struct fss_store *fs, struct fss_lease *fl)
@@ -177,11 +151,11 @@ int fss_bell_open(struct fss_store *fs, struct fss_lease *fl)
 	if (fl->bell_fd < 0)
 		return fl->bell_fd;
 	pthread_mutex_lock(&fs->lock);
-	r = watcher_start_locked(fs);
+	r = lease_worker_start_locked(&fs->worker, watcher, fs);
 	if (r == 0) {
 		fl->next = fs->leases;
 		fs->leases = fl;
-		kick(fs);
+		lease_worker_kick(&fs->worker);
 	}
 	pthread_mutex_unlock(&fs->lock);
 	return r;
@@ -201,7 +175,7 @@ void fss_bell_close(struct fss_store *fs, struct fss_lease *fl)
 			break;
 		}
 	}
-	kick(fs);
+	lease_worker_kick(&fs->worker);
 	pthread_mutex_unlock(&fs->lock);
 	snprintf(base, sizeof(base), "%s.bell", fl->hex);
 	dfd = fss_openat(fs, HOLDERS, O_PATH | O_DIRECTORY, 0);
@@ -243,16 +217,5 @@ int fss_bell_ring(struct fss_store *fs, const char *hex, uint64_t epoch)
 
 void fss_watcher_stop(struct fss_store *fs)
 {
-	pthread_mutex_lock(&fs->lock);
-	if (!fs->running) {
-		pthread_mutex_unlock(&fs->lock);
-		return;
-	}
-	fs->stopping = true;
-	kick(fs);
-	pthread_mutex_unlock(&fs->lock);
-	pthread_join(fs->thr, NULL);
-	close(fs->kick_fd);
-	fs->kick_fd = -1;
-	fs->running = false;
+	lease_worker_stop(&fs->worker, &fs->lock);
 }

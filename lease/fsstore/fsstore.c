@@ -632,7 +632,7 @@ static int fss_open(struct lease_store *store, const char *rest,
 	if (!fs)
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
 	fs->dirfd = -1;
-	fs->kick_fd = -1;
+	fs->worker.kick_fd = -1;
 	pthread_mutex_init(&fs->lock, NULL);
 	if (!rest || rest[0] != '/') {
 		r = lease_err_set(err, LEASE_E_USAGE, 0, NULL, "fsstore: '%s' is "

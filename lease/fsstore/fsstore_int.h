@@ -67,14 +67,11 @@ struct fss_store {
 	uid_t owner;    /* DIR's owner: what a root daemon makes is given */
 	gid_t group;    /* to it, so that the harness can open it */
 	bool chown;     /* we are root and the owner is not */
-	/* lock protects leases (and each member's next), running and
-	 * stopping; the watcher fires losses under it. */
+	/* lock protects leases (and each member's next) and the worker's
+	 * running and stopping; the watcher fires losses under it. */
 	pthread_mutex_t lock;
 	struct fss_lease *leases;
-	int kick_fd;    /* eventfd: the set changed, or stop */
-	pthread_t thr;
-	bool running;
-	bool stopping;
+	struct lease_worker worker; /* polls the bells */
 };
 
 struct fss_lease {

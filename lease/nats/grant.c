@@ -13,11 +13,9 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -212,12 +210,6 @@ static struct ns_lease *ns_lease_new(const char *name, size_t nscopes)
 
 /* ---- the thread ----------------------------------------------------- */
 
-static void kick(struct ns_store *ns)
-{
-	if (ns->kick_fd >= 0)
-		(void)eventfd_write(ns->kick_fd, 1);
-}
-
 /* The bell: a revoker published for one of our keys.  Runs on the
  * library's thread: no lock, nothing that can block. */
 static void bell_rang(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
@@ -229,19 +221,16 @@ static void bell_rang(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 	(void)sub;
 	natsMsg_Destroy(msg);
 	atomic_store(&ns->revoke_seen, true);
-	kick(ns);
+	lease_worker_kick(&ns->worker);
 }
 
 /* Caller holds ns->lock: whether our record says revoked. */
 static bool revoked_locked(struct ns_store *ns, struct ns_lease *pl)
 {
-	uint64_t e = 0, rev = 0;
-	char h[33];
-	bool revoked = false;
-	int pid;
+	struct ns_record rec;
 
-	return ns_holder_read(ns, pl->key, &e, h, &revoked, &pid, NULL, 0, &rev) &&
-	       e == pl->lease->epoch && strcmp(h, pl->holder) == 0 && revoked;
+	return ns_holder_read(ns, pl->key, &rec) && rec.epoch == pl->lease->epoch &&
+	       strcmp(rec.holder, pl->holder) == 0 && rec.revoked;
 }
 
 /* Caller holds ns->lock: why a grant the server refused to renew is
@@ -313,54 +302,20 @@ static void *renew_thread(void *arg)
 	struct ns_store *ns = arg;
 
 	pthread_mutex_lock(&ns->lock);
-	while (!ns->stopping) {
+	while (!ns->worker.stopping) {
 		int timeout = duties_locked(ns);
-		struct pollfd p = { .fd = ns->kick_fd, .events = POLLIN };
-		eventfd_t v;
 
 		pthread_mutex_unlock(&ns->lock);
-		poll(&p, 1, timeout);
-		(void)eventfd_read(ns->kick_fd, &v); /* EAGAIN: not kicked */
+		lease_worker_wait(&ns->worker, -1, timeout);
 		pthread_mutex_lock(&ns->lock);
 	}
 	pthread_mutex_unlock(&ns->lock);
 	return NULL;
 }
 
-/* Caller holds ns->lock. */
-static int thread_start_locked(struct ns_store *ns)
-{
-	int r;
-
-	if (ns->running)
-		return 0;
-	ns->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (ns->kick_fd < 0)
-		return -errno;
-	r = -pthread_create(&ns->thr, NULL, renew_thread, ns);
-	if (r < 0) {
-		close(ns->kick_fd);
-		ns->kick_fd = -1;
-		return r;
-	}
-	ns->running = true;
-	return 0;
-}
-
 void ns_thread_stop(struct ns_store *ns)
 {
-	pthread_mutex_lock(&ns->lock);
-	if (!ns->running) {
-		pthread_mutex_unlock(&ns->lock);
-		return;
-	}
-	ns->stopping = true;
-	kick(ns);
-	pthread_mutex_unlock(&ns->lock);
-	pthread_join(ns->thr, NULL);
-	close(ns->kick_fd);
-	ns->kick_fd = -1;
-	ns->running = false;
+	lease_worker_stop(&ns->worker, &ns->lock);
 }
 
 static int holder_add(struct ns_store *ns, struct ns_lease *pl)
@@ -373,13 +328,13 @@ static int holder_add(struct ns_store *ns, struct ns_lease *pl)
 	    NATS_OK || natsConnection_FlushTimeout(ns->nc, 3000) != NATS_OK)
 		return -EIO;
 	pthread_mutex_lock(&ns->lock);
-	r = thread_start_locked(ns);
+	r = lease_worker_start_locked(&ns->worker, renew_thread, ns);
 	if (r == 0) {
 		pl->renewing = true;
 		pl->next_renew = lease_now_ns() + ns->ttl_ms / 3 * 1000000;
 		pl->next = ns->leases;
 		ns->leases = pl;
-		kick(ns);
+		lease_worker_kick(&ns->worker);
 	}
 	pthread_mutex_unlock(&ns->lock);
 	return r;
@@ -528,6 +483,9 @@ int ns_release(struct lease *l, int64_t deadline)
 	if (!pl)
 		return 0;
 	holder_remove(ns, pl);
+	/* Our record says "released" before the grant goes: a revoker that
+	 * sees the entry expired knows it was given back, not let lapse. */
+	ns_holder_mark(ns, pl->key, "released", 0);
 	give_back(ns, pl, l->epoch);
 	markers_drop(ns, pl);
 	snprintf(rk, sizeof(rk), "h.%s", pl->key);

@@ -57,14 +57,12 @@ struct ns_store {
 	kvStore *own;     /* ours */
 	char *shown;      /* the URI for messages: no password */
 	int64_t ttl_ms;
-	/* lock protects leases (and each member's fields marked so),
-	 * running and stopping.  The thread holds it for its renewals. */
+	/* lock protects leases (and each member's fields marked so) and
+	 * the worker's running and stopping.  The thread holds it for its
+	 * renewals. */
 	pthread_mutex_t lock;
 	struct ns_lease *leases;
-	pthread_t thr;
-	bool running;
-	bool stopping;
-	int kick_fd;              /* eventfd: a revoke came, the set changed */
+	struct lease_worker worker; /* renews; kicked by a revoke's bell */
 	atomic_bool revoke_seen;  /* set by the bell's callback */
 };
 
@@ -137,10 +135,22 @@ int ns_revoke(struct lease_store *store, const char *name, int64_t deadline,
 int ns_await_fence(struct lease_store *store, const char *name,
 		   uint64_t epoch, int64_t deadline, enum lease_fence *out,
 		   struct lease_err *err);
-/* A leasefs holder's record at `key`: 1 with its fields, 0 if none. */
-int ns_holder_read(struct ns_store *ns, const char *key, uint64_t *epoch,
-		   char holder[33], bool *revoked, int *pid, char *desc,
-		   size_t descsz, uint64_t *rev);
+/* A leasefs holder's record ("h.KEY" in our bucket). */
+struct ns_record {
+	uint64_t epoch;
+	char holder[33];
+	bool revoked;         /* a revoker set it */
+	bool released;        /* the holder set it, right before it let go */
+	int pid;
+	char desc[1024];
+	uint64_t rev;         /* of the record */
+};
+/* The record at `key`: 1 with *rec, 0 if none. */
+int ns_holder_read(struct ns_store *ns, const char *key, struct ns_record *rec);
+/* Set `field` (revoked, released) in the record, over revision `rev`
+ * (0: whatever is there): 0 or -errno. */
+int ns_holder_mark(struct ns_store *ns, const char *key, const char *field,
+		   uint64_t rev);
 /* Live grants within `name`: count, and the first one's name and epoch. */
 unsigned ns_within(struct ns_store *ns, const char *key, char *first,
 		   size_t firstsz, uint64_t *first_epoch);

@@ -331,7 +331,7 @@ static int ns_open(struct lease_store *store, const char *rest,
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
 	}
 	pthread_mutex_init(&ns->lock, NULL);
-	ns->kick_fd = -1;
+	ns->worker.kick_fd = -1;
 	ns->ttl_ms = store->opts.ttl_ms ? store->opts.ttl_ms : NS_DEFAULT_TTL_MS;
 	ns->shown = malloc(strlen(uri) + 8);
 	if (!ns->shown || strncmp(rest, "//", 2) != 0) {

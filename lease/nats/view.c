@@ -19,32 +19,33 @@
 
 /* ---- our records ---------------------------------------------------- */
 
-int ns_holder_read(struct ns_store *ns, const char *key, uint64_t *epoch,
-		   char holder[33], bool *revoked, int *pid, char *desc,
-		   size_t descsz, uint64_t *rev)
+int ns_holder_read(struct ns_store *ns, const char *key, struct ns_record *rec)
 {
 	char rk[NS_KEY_MAX + 4];
 	kvEntry *e = NULL;
 	json_object *o, *x;
 	int r = 0;
 
+	memset(rec, 0, sizeof(*rec));
 	snprintf(rk, sizeof(rk), "h.%s", key);
 	if (kvStore_Get(&e, ns->own, rk) != NATS_OK)
 		return 0;
 	o = json_tokener_parse(kvEntry_ValueString(e));
 	if (o && json_object_object_get_ex(o, "epoch", &x)) {
-		*epoch = (uint64_t)json_object_get_int64(x);
-		snprintf(holder, 33, "%s", json_object_object_get_ex(o, "holder", &x)
-			 ? json_object_get_string(x) : "");
-		*revoked = json_object_object_get_ex(o, "revoked", &x) &&
-			   json_object_get_boolean(x);
-		*pid = json_object_object_get_ex(o, "pid", &x)
-			? json_object_get_int(x) : 0;
-		if (desc && descsz)
-			snprintf(desc, descsz, "%s",
-				 json_object_object_get_ex(o, "description", &x)
-				 ? json_object_get_string(x) : "");
-		*rev = kvEntry_Revision(e);
+		rec->epoch = (uint64_t)json_object_get_int64(x);
+		if (json_object_object_get_ex(o, "holder", &x))
+			snprintf(rec->holder, sizeof(rec->holder), "%s",
+				 json_object_get_string(x));
+		rec->revoked = json_object_object_get_ex(o, "revoked", &x) &&
+			       json_object_get_boolean(x);
+		rec->released = json_object_object_get_ex(o, "released", &x) &&
+				json_object_get_boolean(x);
+		if (json_object_object_get_ex(o, "pid", &x))
+			rec->pid = json_object_get_int(x);
+		if (json_object_object_get_ex(o, "description", &x))
+			snprintf(rec->desc, sizeof(rec->desc), "%s",
+				 json_object_get_string(x));
+		rec->rev = kvEntry_Revision(e);
 		r = 1;
 	}
 	json_object_put(o);
@@ -52,9 +53,8 @@ int ns_holder_read(struct ns_store *ns, const char *key, uint64_t *epoch,
 	return r;
 }
 
-/* Our record of `key`, revoked, written only over the revision we read. */
-static int holder_mark_revoked(struct ns_store *ns, const char *key,
-			       uint64_t rev)
+int ns_holder_mark(struct ns_store *ns, const char *key, const char *field,
+		   uint64_t rev)
 {
 	char rk[NS_KEY_MAX + 4];
 	kvEntry *e = NULL;
@@ -65,11 +65,13 @@ static int holder_mark_revoked(struct ns_store *ns, const char *key,
 	snprintf(rk, sizeof(rk), "h.%s", key);
 	if (kvStore_Get(&e, ns->own, rk) != NATS_OK)
 		return -ENOENT;
+	if (!rev)
+		rev = kvEntry_Revision(e);
 	o = json_tokener_parse(kvEntry_ValueString(e));
 	kvEntry_Destroy(e);
 	if (!o)
 		return -EINVAL;
-	json_object_object_add(o, "revoked", json_object_new_boolean(true));
+	json_object_object_add(o, field, json_object_new_boolean(true));
 	s = kvStore_UpdateString(&nrev, ns->own, rk, json_object_to_json_string(o),
 				 rev);
 	json_object_put(o);
@@ -121,10 +123,8 @@ static int show_key(struct ns_store *ns, const char *name, const char *key,
 		    struct lease_info *info, struct lease_err *err)
 {
 	struct ns_value v;
-	uint64_t he = 0, rev;
-	char h[33];
-	bool revoked = false;
-	int pid = 0, r;
+	struct ns_record rec;
+	int r;
 
 	memset(info, 0, sizeof(*info));
 	snprintf(info->name, sizeof(info->name), "%s", name);
@@ -137,11 +137,11 @@ static int show_key(struct ns_store *ns, const char *name, const char *key,
 	if (v.expires_ns <= ns_wall_ns())
 		return 0;
 	info->state = LEASE_STATE_HELD;
-	if (ns_holder_read(ns, key, &he, h, &revoked, &pid, info->holder,
-			   sizeof(info->holder), &rev) &&
-	    he == v.epoch && strcmp(h, v.holder) == 0) {
-		info->holder_pid = pid;
-		if (revoked)
+	if (ns_holder_read(ns, key, &rec) && rec.epoch == v.epoch &&
+	    strcmp(rec.holder, v.holder) == 0) {
+		info->holder_pid = rec.pid;
+		snprintf(info->holder, sizeof(info->holder), "%s", rec.desc);
+		if (rec.revoked)
 			info->state = LEASE_STATE_REVOKED;
 	} else {
 		snprintf(info->holder, sizeof(info->holder), "not a leasefs mount "
@@ -197,11 +197,10 @@ int ns_revoke(struct lease_store *store, const char *name, int64_t deadline,
 	      uint64_t *epoch, struct lease_err *err)
 {
 	struct ns_store *ns = ns_of(store);
-	char key[NS_KEY_MAX], h[33];
+	char key[NS_KEY_MAX];
 	struct ns_value v;
-	uint64_t he = 0, rev = 0;
-	bool revoked = false;
-	int pid = 0, r;
+	struct ns_record rec;
+	int r;
 
 	(void)deadline;
 	if (ns_key(name, key, sizeof(key)) < 0)
@@ -212,12 +211,12 @@ int ns_revoke(struct lease_store *store, const char *name, int64_t deadline,
 	if (r == 0 || v.expires_ns <= ns_wall_ns())
 		return not_held(name, err);
 	*epoch = v.epoch;
-	if (!ns_holder_read(ns, key, &he, h, &revoked, &pid, NULL, 0, &rev) ||
-	    he != v.epoch || strcmp(h, v.holder) != 0)
+	if (!ns_holder_read(ns, key, &rec) || rec.epoch != v.epoch ||
+	    strcmp(rec.holder, v.holder) != 0)
 		return 0; /* a harness holder: await_fence says it cannot be told */
-	if (revoked)
+	if (rec.revoked)
 		return not_held(name, err); /* revoked already: nothing held */
-	r = holder_mark_revoked(ns, key, rev);
+	r = ns_holder_mark(ns, key, "revoked", rec.rev);
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, name, "natsstore %s: "
 				     "revoke %s: its holder's record changed "
@@ -234,10 +233,9 @@ static int fence_state(struct ns_store *ns, const char *key, uint64_t epoch,
 		       struct lease_err *err)
 {
 	struct ns_value v;
-	uint64_t he = 0, rev;
-	char h[33];
-	bool revoked, record;
-	int pid, r = ns_get(ns, ns->kv, key, &v, err);
+	struct ns_record rec;
+	bool record;
+	int r = ns_get(ns, ns->kv, key, &v, err);
 
 	if (r < 0)
 		return r;
@@ -245,8 +243,12 @@ static int fence_state(struct ns_store *ns, const char *key, uint64_t epoch,
 		*out = LEASE_FENCE_ACKED;
 		return 1;
 	}
-	record = ns_holder_read(ns, key, &he, h, &revoked, &pid, NULL, 0, &rev) &&
-		 he == epoch && strcmp(h, v.holder) == 0;
+	record = ns_holder_read(ns, key, &rec) && rec.epoch == epoch &&
+		 strcmp(rec.holder, v.holder) == 0;
+	if (record && rec.released) {
+		*out = LEASE_FENCE_ACKED;
+		return 1;
+	}
 	if (v.expires_ns <= ns_wall_ns()) {
 		*out = !record && *leasefs ? LEASE_FENCE_ACKED : LEASE_FENCE_EXPIRED;
 		return 1;

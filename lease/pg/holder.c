@@ -17,19 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "pg_int.h"
 
 #define RETRY_MS 1000
-
-static void kick(struct pg_store *ps)
-{
-	if (ps->kick_fd >= 0)
-		(void)eventfd_write(ps->kick_fd, 1);
-}
 
 /* Caller holds ps->lock: why a grant that is no longer ours was lost. */
 static enum lease_loss why_gone(struct pg_store *ps, const struct lease *l)
@@ -113,19 +106,15 @@ static void *holder_thread(void *arg)
 	struct pg_store *ps = arg;
 
 	pthread_mutex_lock(&ps->lock);
-	while (!ps->stopping) {
+	while (!ps->worker.stopping) {
 		int timeout = duties_locked(ps);
-		struct pollfd p[2] = {
-			{ .fd = ps->kick_fd, .events = POLLIN },
-			{ .fd = ps->conn ? PQsocket(ps->conn) : -1, .events = POLLIN },
-		};
-		eventfd_t v;
+		int fd = ps->conn ? PQsocket(ps->conn) : -1;
+		short ev;
 
 		pthread_mutex_unlock(&ps->lock);
-		poll(p, 2, timeout);
-		(void)eventfd_read(ps->kick_fd, &v); /* EAGAIN: not kicked */
+		ev = lease_worker_wait(&ps->worker, fd, timeout);
 		pthread_mutex_lock(&ps->lock);
-		if (p[1].revents & POLLIN)
+		if (ev & POLLIN)
 			pg_consume_locked(ps);
 	}
 	pthread_mutex_unlock(&ps->lock);
@@ -134,37 +123,12 @@ static void *holder_thread(void *arg)
 
 int pg_thread_start_locked(struct pg_store *ps)
 {
-	int r;
-
-	if (ps->running)
-		return 0;
-	ps->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (ps->kick_fd < 0)
-		return -errno;
-	r = -pthread_create(&ps->thr, NULL, holder_thread, ps);
-	if (r < 0) {
-		close(ps->kick_fd);
-		ps->kick_fd = -1;
-		return r;
-	}
-	ps->running = true;
-	return 0;
+	return lease_worker_start_locked(&ps->worker, holder_thread, ps);
 }
 
 void pg_thread_stop(struct pg_store *ps)
 {
-	pthread_mutex_lock(&ps->lock);
-	if (!ps->running) {
-		pthread_mutex_unlock(&ps->lock);
-		return;
-	}
-	ps->stopping = true;
-	kick(ps);
-	pthread_mutex_unlock(&ps->lock);
-	pthread_join(ps->thr, NULL);
-	close(ps->kick_fd);
-	ps->kick_fd = -1;
-	ps->running = false;
+	lease_worker_stop(&ps->worker, &ps->lock);
 }
 
 int pg_holder_add(struct pg_store *ps, struct pg_lease *pl)
@@ -178,7 +142,7 @@ int pg_holder_add(struct pg_store *ps, struct pg_lease *pl)
 		pl->next_renew = lease_now_ns() + ps->ttl_ms / 3 * 1000000;
 		pl->next = ps->leases;
 		ps->leases = pl;
-		kick(ps);
+		lease_worker_kick(&ps->worker);
 	}
 	pthread_mutex_unlock(&ps->lock);
 	return r;
@@ -202,7 +166,7 @@ void pg_revoke_noticed_locked(struct pg_store *ps, const char *name)
 	for (struct pg_lease *pl = ps->leases; pl; pl = pl->next) {
 		if (strcmp(pl->lease->name, name) == 0) {
 			pl->check_now = true;
-			kick(ps);
+			lease_worker_kick(&ps->worker);
 		}
 	}
 }

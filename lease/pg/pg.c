@@ -386,7 +386,7 @@ static int pg_open(struct lease_store *store, const char *rest,
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&ps->changed, &ca);
 	pthread_condattr_destroy(&ca);
-	ps->kick_fd = -1;
+	ps->worker.kick_fd = -1;
 	ps->ttl_ms = store->opts.ttl_ms ? store->opts.ttl_ms : PG_DEFAULT_TTL_MS;
 	if (asprintf(&ps->conninfo, "postgresql:%s", rest) < 0) {
 		ps->conninfo = NULL;

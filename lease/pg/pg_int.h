@@ -60,17 +60,15 @@ struct pg_store {
 	char channel[PG_IDENT_MAX + 24];
 	int64_t ttl_ms;
 	/* lock protects conn, leases (and each member's fields marked so),
-	 * stopping, running and events; changed is its condition. */
+	 * the worker's running and stopping, and events; changed is its
+	 * condition. */
 	pthread_mutex_t lock;
 	pthread_cond_t changed;  /* a notification came, or a renewal ran */
 	PGconn *conn;            /* NULL while down */
 	int64_t next_connect;    /* back-off: no attempt before this */
 	uint64_t events;         /* notifications seen, for waiters */
 	struct pg_lease *leases;
-	int kick_fd;             /* eventfd: the set changed, or stop */
-	pthread_t thr;
-	bool running;
-	bool stopping;
+	struct lease_worker worker; /* renews, listens, reconnects */
 };
 
 struct pg_lease {
