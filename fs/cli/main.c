@@ -48,18 +48,17 @@ static const struct command {
 /*
  * The arguments the commands parse are a copy; a password in a store URI
  * is blanked in the process's own argv, which ps shows for as long as the
- * daemon lives (README: better kept in PGPASSFILE or a creds file).
+ * daemon lives (README: better kept in PGPASSFILE or a creds file).  NULL
+ * when out of memory.
  */
-static char **args; /* the copy, for the process's life */
-
 static char **private_args(int argc, char **argv)
 {
-	char **copy = args = calloc((size_t)argc + 1, sizeof(*copy));
+	char **copy = calloc((size_t)argc + 1, sizeof(*copy));
 
 	for (int i = 0; copy && i < argc; i++) {
 		copy[i] = strdup(argv[i]);
 		if (!copy[i])
-			return NULL;
+			return copy; /* short: the caller frees and fails */
 		if (lease_uri_has_secret(argv[i])) {
 			size_t n = strlen(argv[i]);
 
@@ -70,13 +69,15 @@ static char **private_args(int argc, char **argv)
 	return copy;
 }
 
-int main(int argc, char **argv)
+static void args_free(char **args, int argc)
 {
-	argv = private_args(argc, argv);
-	if (!argv) {
-		fputs("leasefs: out of memory\n", stderr);
-		return EXIT_FAIL;
-	}
+	for (int i = 0; args && i < argc; i++)
+		free(args[i]);
+	free(args);
+}
+
+static int run(int argc, char **argv)
+{
 	for (size_t i = 0; argc >= 2 && i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(argv[1], commands[i].name) == 0)
 			return commands[i].run(argc - 1, argv + 1);
@@ -89,4 +90,17 @@ int main(int argc, char **argv)
 	}
 	fputs(usage_text, stderr);
 	return EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	char **args = private_args(argc, argv);
+	int code = EXIT_FAIL;
+
+	if (args && (argc == 0 || args[argc - 1]))
+		code = run(argc, args);
+	else
+		fputs("leasefs: out of memory\n", stderr);
+	args_free(args, argc);
+	return code;
 }

@@ -24,7 +24,8 @@ lease=$(status_of "$M" lease) epoch=$(status_of "$M" epoch)
 # The owner: status, metrics.
 out=$(as "$UA" "$LEASEFS" status "$M" --json) || fail "owner's status refused"
 [ "$(json_get epoch <<<"$out")" = "$epoch" ] || fail "owner's status: $out"
-as "$UA" "$LEASEFS" metrics "$M" | grep -q '^leasefs_lease_held{' || fail "owner's metrics"
+out=$(as "$UA" "$LEASEFS" metrics "$M") || fail "owner's metrics refused"
+grep -q '^leasefs_lease_held{' <<<"$out" || fail "owner's metrics: $out"
 ok "the owner reads status and metrics"
 
 # Anyone else: every verb refused with exit 77, and nothing of the mount
