@@ -5,6 +5,7 @@
  * of the library is needed to use them.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,3 +88,17 @@ const char *lease_state_str(enum lease_state st)
 	return "unknown";
 }
 
+int lease_err_not_held(struct lease_err *err, const char *name)
+{
+	return lease_err_set(err, LEASE_E_IO, -ENOENT, name,
+			     "lease '%s' is not held", name);
+}
+
+int lease_err_untold(struct lease_err *err, const char *name, uint64_t epoch,
+		     const char *until)
+{
+	return lease_err_set(err, LEASE_OK, 0, name, "its holder (epoch %" PRIu64
+			     ") is a session that is not a leasefs mount (a "
+			     "harness session): it has no loss channel and was "
+			     "not told; the name stays its until %s", epoch, until);
+}

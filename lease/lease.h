@@ -52,6 +52,13 @@ int lease_err_set(struct lease_err *err, enum lease_errkind kind, int code,
 		  const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 int lease_errkind_errno(enum lease_errkind kind);
+/* A revoke of a name nobody holds: LEASE_E_IO, -ENOENT, naming it. */
+int lease_err_not_held(struct lease_err *err, const char *name);
+/* Not an error (LEASE_OK, returns 0): the revoke stands, but the holder
+ * at `epoch` is not a leasefs mount and was not told; it keeps the name
+ * until `until` ("it releases or exits", ...). */
+int lease_err_untold(struct lease_err *err, const char *name, uint64_t epoch,
+		     const char *until);
 const char *lease_errkind_str(enum lease_errkind kind);
 
 /* ---- time ---------------------------------------------------------- */

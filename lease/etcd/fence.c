@@ -515,8 +515,7 @@ static int revoke_once(struct etcd_store *es, const char *name,
 	int r = read_holder(es, name, deadline, &f, err);
 
 	if (r == 1)
-		r = lease_err_set(err, LEASE_E_IO, -ENOENT, name,
-				  "lease '%s' is not held", name);
+		r = lease_err_not_held(err, name);
 	if (r == 0)
 		r = lease_ttl_left(es, name, f.holder_lease, deadline, &left,
 				   &f.ttl_s, err);

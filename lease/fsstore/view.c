@@ -267,12 +267,6 @@ int fss_list(struct lease_store *store, lease_list_cb cb, void *userdata,
 
 /* ---- revoke --------------------------------------------------------- */
 
-static int not_held(const char *name, struct lease_err *err)
-{
-	return lease_err_set(err, LEASE_E_IO, -ENOENT, name,
-			     "lease '%s' is not held", name);
-}
-
 int fss_revoke(struct lease_store *store, const char *name, int64_t deadline,
 	       uint64_t *epoch, struct lease_err *err)
 {
@@ -285,13 +279,13 @@ int fss_revoke(struct lease_store *store, const char *name, int64_t deadline,
 
 	(void)deadline;
 	if (fd == -ENOENT)
-		return not_held(name, err);
+		return lease_err_not_held(err, name);
 	if (fd < 0)
 		return lease_err_set(err, LEASE_E_IO, fd, name, "open lease '%s' "
 				     "in %s: %s", name, fs->dir, strerror(-fd));
 	r = fss_epoch_read(fs, fd, name, false, epoch, err);
 	if (r == 0 && fss_lock_held(fd, &pid) <= 0)
-		r = not_held(name, err);
+		r = lease_err_not_held(err, name);
 	close(fd);
 	if (r < 0)
 		return r;
@@ -300,7 +294,7 @@ int fss_revoke(struct lease_store *store, const char *name, int64_t deadline,
 	    he != *epoch)
 		return 0; /* a harness holder: await_fence says it cannot be told */
 	if (revoked)
-		return not_held(name, err); /* revoked already: nothing held */
+		return lease_err_not_held(err, name); /* revoked already: nothing held */
 	r = holder_mark_revoked(fs, hex);
 	if (r == 0)
 		r = fss_bell_ring(fs, hex, *epoch);
@@ -360,14 +354,8 @@ int fss_await_fence(struct lease_store *store, const char *name,
 		if (r < 0 || yes)
 			break;
 		if (!leasefs) {
-			/* Not an error: the revoke stands, and the name is not
-			 * granted; the operator is told why it stays held. */
-			lease_err_set(err, LEASE_OK, 0, name, "its holder (epoch "
-				      "%" PRIu64 ") is a session that is not a "
-				      "leasefs mount (a harness session): "
-				      "fsstore gives it no loss channel, so it "
-				      "was not told; the name stays its until "
-				      "it releases or exits", epoch);
+			lease_err_untold(err, name, epoch,
+					 "it releases or exits (fsstore has no TTL)");
 			break;
 		}
 		if (lease_close_watch_wait(&w, deadline) == -EAGAIN)

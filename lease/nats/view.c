@@ -187,12 +187,6 @@ int ns_list(struct lease_store *store, lease_list_cb cb, void *userdata,
 
 /* ---- revoke --------------------------------------------------------- */
 
-static int not_held(const char *name, struct lease_err *err)
-{
-	return lease_err_set(err, LEASE_E_IO, -ENOENT, name,
-			     "lease '%s' is not held", name);
-}
-
 int ns_revoke(struct lease_store *store, const char *name, int64_t deadline,
 	      uint64_t *epoch, struct lease_err *err)
 {
@@ -209,13 +203,13 @@ int ns_revoke(struct lease_store *store, const char *name, int64_t deadline,
 	if (r < 0)
 		return r;
 	if (r == 0 || v.expires_ns <= ns_wall_ns())
-		return not_held(name, err);
+		return lease_err_not_held(err, name);
 	*epoch = v.epoch;
 	if (!ns_holder_read(ns, key, &rec) || rec.epoch != v.epoch ||
 	    strcmp(rec.holder, v.holder) != 0)
 		return 0; /* a harness holder: await_fence says it cannot be told */
 	if (rec.revoked)
-		return not_held(name, err); /* revoked already: nothing held */
+		return lease_err_not_held(err, name); /* revoked already: nothing held */
 	r = ns_holder_mark(ns, key, "revoked", rec.rev);
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, name, "natsstore %s: "
@@ -303,10 +297,7 @@ int ns_await_fence(struct lease_store *store, const char *name,
 	if (r > 0)
 		return 0;
 	if (r == 0 && !leasefs)
-		lease_err_set(err, LEASE_OK, 0, name, "its holder (epoch %" PRIu64
-			      ") is a session that is not a leasefs mount (a "
-			      "harness session): it was not told, and the name "
-			      "stays its until it releases or stops renewing "
-			      "(then it expires)", epoch);
+		lease_err_untold(err, name, epoch, "it releases, or stops renewing "
+				 "and its entry expires");
 	return r;
 }

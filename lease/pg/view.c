@@ -109,12 +109,6 @@ int pg_list(struct lease_store *store, lease_list_cb cb, void *userdata,
 	return r;
 }
 
-static int not_held(const char *name, struct lease_err *err)
-{
-	return lease_err_set(err, LEASE_E_IO, -ENOENT, name,
-			     "lease '%s' is not held", name);
-}
-
 /*
  * A leasefs holder's record is marked revoked and the holder notified; a
  * holder without one (a harness session) is left alone: its expiry is
@@ -144,10 +138,10 @@ int pg_revoke(struct lease_store *store, const char *name, int64_t deadline,
 	if (r < 0)
 		return r;
 	if (PQgetisnull(res, 0, 0))
-		r = not_held(name, err);
+		r = lease_err_not_held(err, name);
 	else if (PQgetisnull(res, 0, 1) &&
 		 strcmp(PQgetvalue(res, 0, 2), "t") == 0)
-		r = not_held(name, err); /* revoked already: nothing held */
+		r = lease_err_not_held(err, name); /* revoked already: nothing held */
 	else
 		*epoch = (uint64_t)pg_i64(res, 0, 0);
 	PQclear(res);
@@ -223,10 +217,7 @@ int pg_await_fence(struct lease_store *store, const char *name,
 	if (r > 0)
 		return 0;
 	if (r == 0 && !leasefs)
-		lease_err_set(err, LEASE_OK, 0, name, "its holder (epoch %" PRIu64
-			      ") is a session that is not a leasefs mount (a "
-			      "harness session): it was not told, and the name "
-			      "stays its until it releases or stops renewing "
-			      "(then the database expires it)", epoch);
+		lease_err_untold(err, name, epoch, "it releases, or stops renewing "
+				 "and the database expires it");
 	return r;
 }

@@ -149,3 +149,21 @@ start_host_b() {
 	wait_until 10 test -e "$ready" || fail "host B did not start"
 }
 on_b() { nsenter -t "$HOST_B_PID" -m "$@"; }
+
+# peer_start CMD...: a harness peer (tests/integration/*_peer*) in the
+# background, killed at exit: its output in $PEER_OUT, its stdin on fd
+# $PEER_IN (closing it releases what it holds).
+peer_start() {
+	local out
+	out=$(mktemp -u "$T/peer.XXXXXX")
+	mkfifo "$out.in"
+	"$@" <"$out.in" >"$out" 2>&1 &
+	PEER_PID=$!
+	PIDS+=("$PEER_PID")
+	exec {PEER_IN}>"$out.in"
+	PEER_OUT=$out
+}
+# peer_says RE [TIMEOUT_S]: the peer printed a line matching RE.
+peer_says() { wait_until "${2:-10}" grep -q "$1" "$PEER_OUT" || fail "peer did not say '$1': $(cat "$PEER_OUT")"; }
+peer_release() { exec {PEER_IN}>&-; wait "$PEER_PID" 2>/dev/null || true; }
+peer_epoch() { awk '/^granted/ {print $2}' "$PEER_OUT"; }

@@ -10,25 +10,12 @@ export LEASEFS_LEASES="fsstore:$S"
 mkdir -p "$R" "$M"
 NAME=$(python3 "$PEER" "$R" --root-name)
 
-# coproc_peer MODE VAR: the peer holding NAME in the background; its
-# output on fd ${VAR}_OUT, its stdin (close it to release) on ${VAR}_IN.
-start_peer() {
-	local mode=$1 out in
-	out=$(mktemp -u "$T/peer.XXXXXX")
-	mkfifo "$out.in"
-	python3 "$PEER" "$S" "$NAME" "$mode" <"$out.in" >"$out" 2>&1 &
-	PEER_PID=$!
-	PIDS+=("$PEER_PID")
-	exec {PEER_IN}>"$out.in"
-	PEER_OUT=$out
-}
-peer_says() { wait_until 10 grep -q "$1" "$PEER_OUT" || fail "peer did not say '$1': $(cat "$PEER_OUT")"; }
-peer_release() { exec {PEER_IN}>&-; wait "$PEER_PID" 2>/dev/null || true; }
+start_peer() { peer_start python3 "$PEER" "$S" "$NAME" "$1"; } # MODE
 
 # 1. The peer holds the root: the mount is busy, naming the peer's epoch.
 start_peer hold
 peer_says '^granted '
-pe=$(awk '/^granted/ {print $2}' "$PEER_OUT")
+pe=$(peer_epoch)
 rc=0; out=$(timeout 30 "$LEASEFS" mount "$R" "$M" 2>&1) || rc=$?
 [ $rc -eq 75 ] || fail "mount while the peer holds: exit $rc ($out)"
 case "$out" in *"held at epoch $pe"*) ;; *) fail "busy message lacks the peer's epoch $pe: $out" ;; esac
@@ -56,7 +43,7 @@ WRITE_PROBE=$M/after start_peer wait
 grep -q "acknowledged" "$T/revoke.out" || fail "revoke did not see the ack: $(cat "$T/revoke.out")"
 peer_says '^probe: '
 grep -q '^probe: EROFS' "$PEER_OUT" || fail "the peer was granted while the mount still wrote: $(cat "$PEER_OUT")"
-ge=$(awk '/^granted/ {print $2}' "$PEER_OUT")
+ge=$(peer_epoch)
 [ "$ge" -eq $((me + 1)) ] || fail "peer granted at $ge, want $((me + 1))"
 expect_erofs bash -c "echo more >&7"
 [ ! -e "$R/after" ] || fail "a write reached the root"
@@ -68,7 +55,7 @@ peer_release
 # 4. A revoke of the peer cannot tell it: exit 3, it keeps the name.
 start_peer hold
 peer_says '^granted '
-pe=$(awk '/^granted/ {print $2}' "$PEER_OUT")
+pe=$(peer_epoch)
 rc=0; "$LEASEFS" lease revoke "$NAME" --timeout=2 >"$T/revoke.out" 2>&1 || rc=$?
 [ $rc -eq 3 ] || fail "revoke of a harness holder: exit $rc ($(cat "$T/revoke.out"))"
 grep -q "not a leasefs mount" "$T/revoke.out" || fail "revoke did not say why: $(cat "$T/revoke.out")"
@@ -88,7 +75,7 @@ me=$(status_of "$M" epoch)
 start_peer wait
 kill -9 "$DAEMON_PID"
 peer_says '^granted '
-[ "$(awk '/^granted/ {print $2}' "$PEER_OUT")" -eq $((me + 1)) ] || fail "peer after the daemon's kill -9: $(cat "$PEER_OUT")"
+[ "$(peer_epoch)" -eq $((me + 1)) ] || fail "peer after the daemon's kill -9: $(cat "$PEER_OUT")"
 ok "daemon killed -9: the waiting peer gets epoch $((me + 1))"
 peer_release
 "$LEASEFS" umount "$M" 2>/dev/null || true

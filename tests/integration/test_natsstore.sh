@@ -18,19 +18,7 @@ mkdir -p "$R" "$M"
 NAME=$(python3 "$HERE/fsstore_peer.py" "$R" --root-name)
 KEY=$(echo "$NAME" | sed 's/_/_u/g; s/\./_d/g; s,/,_s,g')
 
-start_peer() { # MODE [TTL]: the peer in the background; close PEER_IN to release
-	local out
-	out=$(mktemp -u "$T/peer.XXXXXX")
-	mkfifo "$out.in"
-	node "$PEER" "$LEASEFS_NATS_URI" "$NAME" "$1" "${2:-$TTL}" <"$out.in" >"$out" 2>&1 &
-	PEER_PID=$!
-	PIDS+=("$PEER_PID")
-	exec {PEER_IN}>"$out.in"
-	PEER_OUT=$out
-}
-peer_says() { wait_until "${2:-10}" grep -q "$1" "$PEER_OUT" || fail "peer did not say '$1': $(cat "$PEER_OUT")"; }
-peer_release() { exec {PEER_IN}>&-; wait "$PEER_PID" 2>/dev/null || true; }
-peer_epoch() { awk '/^granted/ {print $2}' "$PEER_OUT"; }
+start_peer() { peer_start node "$PEER" "$LEASEFS_NATS_URI" "$NAME" "$1" "${2:-$TTL}"; } # MODE [TTL]
 peer_try() { node "$PEER" "$LEASEFS_NATS_URI" "$NAME" try "$TTL"; }
 
 # 1. The peer holds the root: the mount is busy, naming the peer's epoch.

@@ -17,19 +17,7 @@ TTL=3
 mkdir -p "$R" "$M"
 NAME=$(python3 "$HERE/fsstore_peer.py" "$R" --root-name)
 
-start_peer() { # MODE [TTL]: the peer in the background; close PEER_IN to release
-	local out
-	out=$(mktemp -u "$T/peer.XXXXXX")
-	mkfifo "$out.in"
-	"$PY" "$PEER" "$LEASEFS_PG_URI" "$NAME" "$1" "${2:-$TTL}" <"$out.in" >"$out" 2>&1 &
-	PEER_PID=$!
-	PIDS+=("$PEER_PID")
-	exec {PEER_IN}>"$out.in"
-	PEER_OUT=$out
-}
-peer_says() { wait_until "${2:-10}" grep -q "$1" "$PEER_OUT" || fail "peer did not say '$1': $(cat "$PEER_OUT")"; }
-peer_release() { exec {PEER_IN}>&-; wait "$PEER_PID" 2>/dev/null || true; }
-peer_epoch() { awk '/^granted/ {print $2}' "$PEER_OUT"; }
+start_peer() { peer_start "$PY" "$PEER" "$LEASEFS_PG_URI" "$NAME" "$1" "${2:-$TTL}"; } # MODE [TTL]
 psql_q() { "$PG_BIN/psql" -X -At -h 127.0.0.1 -p "$PG_PORT" -U leasefs postgres -c "$1"; }
 
 # 1. The peer holds the root: the mount is busy, naming the peer's epoch.
