@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `meson install` puts exactly the binary, the etcd client module,
+# `meson install` puts exactly the binary, the store client modules (etcd,
+# PostgreSQL, NATS),
 # leasefs(8) and the systemd template in place; the installed binary loads
 # the module from LIBDIR/leasefs; the man page lints clean and documents every command,
 # option and variable; the unit verifies; and the installed tree mounts
@@ -15,7 +16,7 @@ files=$(cd "$D" && find . -type f | sort | tr '\n' ' ')
 libdir=$(meson introspect "$BUILDDIR" --buildoptions | python3 -c '
 import json, sys
 print([o["value"] for o in json.load(sys.stdin) if o["name"] == "libdir"][0])')
-want="./usr/local/bin/leasefs ./usr/local/lib/systemd/system/leasefs@.service ./usr/local/$libdir/leasefs/leasefs-etcd.so ./usr/local/share/man/man8/leasefs.8 "
+want="./usr/local/bin/leasefs ./usr/local/lib/systemd/system/leasefs@.service ./usr/local/$libdir/leasefs/leasefs-etcd.so ./usr/local/$libdir/leasefs/leasefs-nats.so ./usr/local/$libdir/leasefs/leasefs-pg.so ./usr/local/share/man/man8/leasefs.8 "
 [ "$files" = "$want" ] || fail "installed: $files"
 ok "installed exactly: $files"
 
@@ -28,7 +29,8 @@ for w in "leasefs mount" "leasefs status" "leasefs watch" "leasefs umount" \
 	 --wait --ttl --json --timeout --metrics-dir "leasefs metrics" \
 	 leasefs_requests_total " -o " " -f" " -d" LEASEFS_LEASES \
 	 LEASEFS_ETCD_CA LEASEFS_ETCD_CERT LEASEFS_ETCD_KEY LEASEFS_INODE_FDS \
-	 "EXIT STATUS" FILES fstab "fuse.leasefs" 75 64; do
+	 "EXIT STATUS" FILES fstab "fuse.leasefs" 75 64 77 --owner fsstore: \
+	 postgresql:// nats:// LEASEFS_NATS_CREDS PGPASSFILE; do
 	grep -qF -- "$w" <<<"$text" || fail "leasefs(8) does not mention $w"
 done
 ok "leasefs(8) renders, lints clean, names every command, option and variable"
@@ -61,6 +63,13 @@ unshare -m --propagation private bash -euo pipefail -c '
 	grep -q "module" <<<"$out" && fail "installed binary: $out"
 	grep -qi "127.0.0.1:9" <<<"$out" || fail "installed binary, etcd: $out"
 	echo "ok: the installed binary loads its etcd module: $out"
+	for uri in postgresql://leasefs@127.0.0.1:9/x nats://127.0.0.1:9; do
+		out=$(/usr/local/bin/leasefs lease list --leases=$uri 2>&1) &&
+			fail "$uri on a closed port: accepted"
+		grep -q "module" <<<"$out" && fail "installed binary: $out"
+		grep -qi "127.0.0.1:9" <<<"$out" || fail "installed binary, $uri: $out"
+		echo "ok: the installed binary loads the module for $uri: $out"
+	done
 	lease_state() { /usr/local/bin/leasefs lease show --leases="file:$L" "$1" |
 			awk "/^state:/ { print \$2 }"; }
 	for how in mount8 fstab; do
