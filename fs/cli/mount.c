@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <linux/magic.h>
 #include <sys/mount.h>
@@ -38,6 +40,24 @@ bool is_stale_mount(const char *path)
 	       (errno == ENOTCONN || errno == ECONNABORTED || errno == ECANCELED);
 }
 
+/* Detach the mount on `path`: root itself, a user through fusermount3
+ * (which lets a user detach only its own mounts). */
+static int detach(const char *path)
+{
+	char *argv[] = { "fusermount3", "-uz", "--", (char *)path, NULL };
+	int status;
+	pid_t pid;
+
+	if (geteuid() == 0)
+		return umount2(path, MNT_DETACH) < 0 ? -errno : 0;
+	if (posix_spawnp(&pid, "fusermount3", NULL, NULL, argv, environ) != 0)
+		return -ENOENT;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EPERM;
+}
+
 /* Detach a crashed daemon's mount on `path`; 0 if there is none. */
 int clean_stale_mount(const char *path)
 {
@@ -45,9 +65,7 @@ int clean_stale_mount(const char *path)
 		return 0;
 	fprintf(stderr, "leasefs: %s is a stale mount (daemon gone); "
 		"detaching it\n", path);
-	if (umount2(path, MNT_DETACH) < 0)
-		return -errno;
-	return 0;
+	return detach(path);
 }
 
 /* Kernel pseudo filesystems: never a workspace. */
@@ -89,7 +107,7 @@ static int resolve_paths(struct mount_opts *o, const char *mnt,
 				     "mount point %s: %s", mnt, strerror(errno));
 	r = ws_canonical_root(o->root, o->canon_root, sizeof(o->canon_root));
 	if (r < 0)
-		return lfs_fail(err, EXIT_FAIL, r,
+		return lfs_fail(err, r == -EACCES ? EXIT_DENIED : EXIT_FAIL, r,
 				     "workspace root %s: %s", o->root, strerror(-r));
 	if (stat(o->canon_root, &st) < 0 || !S_ISDIR(st.st_mode))
 		return usage_error(err, "workspace root %s is not a directory",
@@ -127,12 +145,100 @@ static int check_lease_dir(const struct mount_opts *o, struct lfs_err *err)
 				  lease_uri_local_dir(o->leases), &le), &le);
 }
 
+/* ---- a mount by a user other than root -------------------------------- */
+
+/* `path` is a setuid-root executable. */
+static bool setuid_root(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 &&
+	       (st.st_mode & S_ISUID) && access(path, X_OK) == 0;
+}
+
+/* The helper libfuse mounts through for a user: it looks in /usr/bin,
+ * then in $PATH. */
+static bool have_fusermount(void)
+{
+	const char *path = getenv("PATH");
+	char *copy, *save = NULL;
+	bool found = setuid_root("/usr/bin/fusermount3");
+
+	copy = !found && path ? strdup(path) : NULL;
+	for (char *dir = copy ? strtok_r(copy, ":", &save) : NULL; dir && !found;
+	     dir = strtok_r(NULL, ":", &save)) {
+		char p[PATH_MAX];
+
+		found = (size_t)snprintf(p, sizeof(p), "%s/fusermount3", dir) < sizeof(p) &&
+			setuid_root(p);
+	}
+	free(copy);
+	return found;
+}
+
+/* /etc/fuse.conf has a line "user_allow_other". */
+static bool fuse_conf_allows_other(void)
+{
+	FILE *f = fopen("/etc/fuse.conf", "re");
+	char line[256];
+	bool yes = false;
+
+	while (f && !yes && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, " \t\n#")] = '\0';
+		yes = strcmp(line, "user_allow_other") == 0;
+	}
+	if (f)
+		fclose(f);
+	return yes;
+}
+
+/*
+ * A user mounts only a root it may read and write (so that no user can
+ * lease, and keep others from, a root it could not use), through
+ * fusermount3 on /dev/fuse, and lets others in only where root allowed it.
+ * Checked before any lease is taken.
+ */
+static int check_user_mount(const struct mount_opts *o, struct lfs_err *err)
+{
+	int fd;
+
+	if (getuid() == 0)
+		return 0;
+	if (access(o->canon_root, R_OK | W_OK | X_OK) < 0)
+		return lfs_fail(err, EXIT_DENIED, -errno, "workspace root %s: %s "
+				"(a user mounts only a root it may read and write)",
+				o->canon_root, strerror(errno));
+	fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES)
+		return lfs_fail(err, EXIT_UNAVAILABLE, -EACCES, "cannot open "
+				"/dev/fuse: %s (users may not open it on this "
+				"host; it is 0666 where udev makes it)",
+				strerror(EACCES));
+	if (fd < 0)
+		return lfs_fail(err, EXIT_UNAVAILABLE, -errno, "cannot open "
+				"/dev/fuse: %s (the fuse module is not loaded, or "
+				"a container was started without /dev/fuse)",
+				strerror(errno));
+	close(fd);
+	if (!have_fusermount())
+		return lfs_fail(err, EXIT_UNAVAILABLE, -ENOENT, "no setuid-root "
+				"fusermount3 in /usr/bin or $PATH: a user's mount "
+				"is made through it (Debian: apt install fuse3)");
+	if (o->allow_other && !fuse_conf_allows_other())
+		return lfs_fail(err, EXIT_DENIED, -EPERM, "-o allow_other: "
+				"/etc/fuse.conf does not say user_allow_other, so "
+				"only root may let other users into a mount");
+	return 0;
+}
+
 /* What the operands name: refusals here are about the paths, not the
  * syntax, so they come without the usage text. */
 static int check_operands(struct mount_opts *o, struct lfs_err *err)
 {
 	int r = resolve_paths(o, o->mnt_arg, err);
 
+	if (r == 0)
+		r = check_user_mount(o, err);
 	if (r == 0 && o->metrics_dir &&
 	    ws_path_within(o->metrics_dir, o->canon_root))
 		return usage_error(err, "--metrics-dir %s is inside the "

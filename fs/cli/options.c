@@ -25,11 +25,55 @@ int usage_error(struct lfs_err *err, const char *fmt, const char *arg)
 	return lfs_fail(err, EXIT_USAGE, -EINVAL, fmt, arg ? arg : "");
 }
 
+/* $XDG_STATE_HOME, else ~/.local/state (the XDG base directories). */
+static int user_state_dir(char *out, size_t sz)
+{
+	const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+	struct passwd *pw;
+
+	if (xdg && xdg[0] == '/')
+		return (size_t)snprintf(out, sz, "%s", xdg) < sz ? 0 : -ENAMETOOLONG;
+	if (!home || home[0] != '/') {
+		pw = getpwuid(getuid());
+		home = pw ? pw->pw_dir : NULL;
+	}
+	if (!home || home[0] != '/')
+		return -ENOENT;
+	return (size_t)snprintf(out, sz, "%s/.local/state", home) < sz ? 0 : -ENAMETOOLONG;
+}
+
+/* mkdir -p, 0700 for what it creates. */
+static void mkdir_parents(char *path)
+{
+	for (char *p = strchr(path + 1, '/'); ; p = strchr(p + 1, '/')) {
+		if (p)
+			*p = '\0';
+		(void)mkdir(path, 0700);
+		if (!p)
+			return;
+		*p = '/';
+	}
+}
+
+/* Root's store is the host's (LEASE_FILE_DEFAULT_DIR); a user's is its
+ * own, persistent like root's (epochs are never reset, so not under
+ * $XDG_RUNTIME_DIR, which goes at logout). */
 const char *default_leases(void)
 {
+	static char user_uri[PATH_MAX + 8];
 	const char *env = getenv("LEASEFS_LEASES");
+	char dir[PATH_MAX - 32];
 
-	return env && *env ? env : "file:" LEASE_FILE_DEFAULT_DIR;
+	if (env && *env)
+		return env;
+	if (getuid() == 0)
+		return "file:" LEASE_FILE_DEFAULT_DIR;
+	if (!user_uri[0] && user_state_dir(dir, sizeof(dir)) == 0) {
+		snprintf(user_uri, sizeof(user_uri), "file:%s/leasefs/leases", dir);
+		mkdir_parents(user_uri + 5);
+	}
+	/* No home to keep it in: root's, which refuses the user plainly. */
+	return user_uri[0] ? user_uri : "file:" LEASE_FILE_DEFAULT_DIR;
 }
 
 /* ---- mount options ------------------------------------------------ */
@@ -49,13 +93,15 @@ int parse_seconds(const char *s, double *out)
  * else is refused: leasefs sets fsname, subtype, allow_other and
  * default_permissions itself, and the mount is always nosuid and nodev (a
  * root daemon serving other users must not let a file in ROOT become a
- * setuid program or a device).  "suid" and "dev", which mount(8) adds from
+ * setuid program or a device).  A mount by a user other than root is the
+ * user's alone unless it asks for allow_other (as sshfs's is).  "suid" and "dev", which mount(8) adds from
  * fstab's "defaults", are ignored.  The atime family is applied by leasefs
  * itself once mounted (libfuse 3.14 knows only noatime).
  */
 enum opt_kind {
 	OPT_FUSE,     /* passed to libfuse */
 	OPT_ALWAYS,   /* always on; accepted, nothing to do */
+	OPT_ALLOW_OTHER, /* root's mounts: always; a user's: asked for */
 	OPT_IGNORED,  /* what mount(8) adds from fstab */
 	OPT_ATIME,    /* the mount's atime mode (last one wins) */
 	OPT_DIRATIME, /* nodiratime / diratime */
@@ -72,7 +118,7 @@ static const struct mount_opt {
 	{ "sync", OPT_FUSE, 0 }, { "async", OPT_FUSE, 0 },
 	{ "dirsync", OPT_FUSE, 0 },
 	{ "nosuid", OPT_ALWAYS, 0 }, { "nodev", OPT_ALWAYS, 0 },
-	{ "allow_other", OPT_ALWAYS, 0 }, { "default_permissions", OPT_ALWAYS, 0 },
+	{ "allow_other", OPT_ALLOW_OTHER, 0 }, { "default_permissions", OPT_ALWAYS, 0 },
 	{ "suid", OPT_IGNORED, 0 }, { "dev", OPT_IGNORED, 0 },
 	{ "defaults", OPT_IGNORED, 0 }, { "auto", OPT_IGNORED, 0 },
 	{ "noauto", OPT_IGNORED, 0 }, { "nofail", OPT_IGNORED, 0 },
@@ -153,6 +199,9 @@ static int take_fuse_opt(struct mount_opts *o, const char *opt,
 		return 0;
 	case OPT_LAZYTIME:
 		o->attrs.lazytime = m->value;
+		return 0;
+	case OPT_ALLOW_OTHER:
+		o->allow_other = true;
 		return 0;
 	case OPT_ALWAYS:
 	case OPT_IGNORED:

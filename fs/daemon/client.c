@@ -17,16 +17,18 @@
 /* A reply past this is no daemon's: refused rather than read on. */
 #define REPLY_MAX (16u << 20)
 
-int control_path(const char *mountpoint, char *out, size_t outsz)
+int control_path(const char *mountpoint, uid_t uid, char *out, size_t outsz)
 {
-	char name[96];
+	char name[96], suffix[24] = "";
 	int r = ws_root_name(mountpoint, name, sizeof(name));
 
 	if (r < 0)
 		return r;
+	if (uid != 0)
+		snprintf(suffix, sizeof(suffix), ".%u", (unsigned)uid);
 	/* name is "workspace-roots/<hex>": the hash names the socket. */
-	if ((size_t)snprintf(out, outsz, CONTROL_DIR "/%s.sock",
-			     strchr(name, '/') + 1) >= outsz)
+	if ((size_t)snprintf(out, outsz, CONTROL_DIR "/%s%s.sock",
+			     strchr(name, '/') + 1, suffix) >= outsz)
 		return -ENAMETOOLONG;
 	return 0;
 }
@@ -50,12 +52,86 @@ int control_connect_path(const char *path)
 	return fd;
 }
 
-static int connect_ctl(const char *mountpoint)
+/* mountinfo's octal escapes (\040 and the like) undone in place. */
+static void unescape(char *s)
+{
+	char *d = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] && s[3]) {
+			*d++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+			s += 3;
+		} else {
+			*d++ = *s;
+		}
+	}
+	*d = '\0';
+}
+
+/* The user_id the kernel recorded for the topmost leasefs mount at
+ * `mountpoint` (who mounted it), or -ENOENT. */
+static int mount_user_id(const char *mountpoint, uid_t *out)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL, *uid;
+	size_t cap = 0;
+	int r = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		char point[4096], type[64];
+		char *sep = strstr(line, " - ");
+
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1 ||
+		    sscanf(sep + 3, "%63s", type) != 1)
+			continue;
+		unescape(point);
+		if (strcmp(point, mountpoint) != 0 || strcmp(type, "fuse.leasefs") != 0)
+			continue;
+		uid = strstr(sep, ",user_id=");
+		if (uid) {
+			*out = (uid_t)strtoul(uid + 9, NULL, 10);
+			r = 0;
+		}
+	}
+	free(line);
+	fclose(f);
+	return r;
+}
+
+/* A connection to the socket of `uid`'s daemon for mountpoint, served by
+ * that uid (a socket someone else bound under the name is refused). */
+static int connect_as(const char *mountpoint, uid_t uid)
 {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	int r = control_path(mountpoint, path, sizeof(path));
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	int fd, r = control_path(mountpoint, uid, path, sizeof(path));
 
-	return r < 0 ? r : control_connect_path(path);
+	if (r < 0)
+		return r;
+	fd = control_connect_path(path);
+	if (fd < 0)
+		return fd;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != uid) {
+		close(fd);
+		return -ECONNREFUSED;
+	}
+	return fd;
+}
+
+/* The mount's daemon: the uid that mounted it, else (no mount there, or
+ * a daemon still starting) ours, then root's. */
+static int connect_ctl(const char *mountpoint)
+{
+	uid_t who;
+	int fd;
+
+	if (mount_user_id(mountpoint, &who) == 0)
+		return connect_as(mountpoint, who);
+	fd = geteuid() != 0 ? connect_as(mountpoint, geteuid()) : -ENOENT;
+	return fd == -ENOENT || fd == -ECONNREFUSED ? connect_as(mountpoint, 0) : fd;
 }
 
 /* Room for `more` bytes after `len` (and a NUL): 0 or -ENOMEM/-EMSGSIZE. */

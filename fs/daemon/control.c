@@ -401,15 +401,22 @@ static bool socket_live(const char *path)
 	return true;
 }
 
-/* Bind to sa's path; a socket there that no daemon answers is a crashed
- * daemon's and is replaced, a live one is never taken over. */
+/* Bind to sa's path.  A socket there that no daemon answers is a crashed
+ * daemon's and is replaced, a live one of ours is never taken over; one
+ * another user put there is removed by root and refuses anyone else. */
 static int bind_socket(int fd, const struct sockaddr_un *sa)
 {
+	struct stat st;
+
 	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
 		return 0;
 	if (errno != EADDRINUSE)
 		return -errno;
-	if (socket_live(sa->sun_path))
+	if (lstat(sa->sun_path, &st) < 0)
+		return -errno;
+	if (st.st_uid == geteuid() && socket_live(sa->sun_path))
+		return -EADDRINUSE;
+	if (st.st_uid != geteuid() && geteuid() != 0)
 		return -EADDRINUSE;
 	unlink(sa->sun_path);
 	return bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ? 0 : -errno;
@@ -418,20 +425,18 @@ static int bind_socket(int fd, const struct sockaddr_un *sa)
 static int listen_on(struct control *ctl)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd, r;
+	char msg[512];
+	int fd, r = rundir_prepare(msg, sizeof(msg));
 
-	/* Searchable, not listable, by everyone: who may talk is decided
-	 * per connection (peer_allowed()). */
-	if ((mkdir(LEASEFS_RUN_DIR, 0711) < 0 && errno != EEXIST) ||
-	    chmod(LEASEFS_RUN_DIR, 0711) < 0 ||
-	    (mkdir(CONTROL_DIR, 0711) < 0 && errno != EEXIST) ||
-	    chmod(CONTROL_DIR, 0711) < 0)
-		return -errno;
+	if (r < 0)
+		return r;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ctl->path);
 	r = bind_socket(fd, &sa);
+	/* Everyone may connect: who may talk is decided per connection
+	 * (peer_allowed()). */
 	if (r < 0 || chmod(ctl->path, 0666) < 0 || listen(fd, 64) < 0) {
 		if (r == 0)
 			r = -errno;
@@ -478,8 +483,8 @@ int control_start(const struct daemon_info *info, struct control **out)
 	if (!ctl)
 		return -ENOMEM;
 	r = ctl->stop_fd < 0 ? -errno
-			     : control_path(info->status.mountpoint, ctl->path,
-					    sizeof(ctl->path));
+			     : control_path(info->status.mountpoint, geteuid(),
+					    ctl->path, sizeof(ctl->path));
 	if (r == 0)
 		r = open_textfile(ctl);
 	if (r == 0)

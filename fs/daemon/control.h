@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The control socket of a mount: a unix socket per mount point under
- * LEASEFS_RUN_DIR/ctl (0700, root's), never inside the workspace.  One
- * request line per connection:
+ * LEASEFS_RUN_DIR/ctl (rundir.h), never inside the workspace, named by the
+ * mount point and the daemon's uid, so that each user's daemons have names
+ * of their own.  A client finds the uid in the mount's user_id (the
+ * kernel's record of who mounted it) and talks only to a server of that
+ * uid (SO_PEERCRED): a socket another user put under the name is never
+ * believed.  One request line per connection:
  *   status   one JSON object (status.h)
  *   metrics  the Prometheus text exposition
  *   watch    the status object at once, then one per change of state, as
@@ -12,7 +16,7 @@
  *            can wait for the end by reading to EOF
  * to root and the mount's owner (SO_PEERCRED); anyone else gets "error:
  * permission denied" to every line and learns nothing of the mount.  The
- * directory is 0711 and the sockets 0666: who may talk is decided here.
+ * sockets are 0666: who may talk is decided here.
  * The server is control.c (with the textfile, textfile.c); the client side
  * is client.c.
  */
@@ -21,14 +25,17 @@
 
 #include <stddef.h>
 
-#include "roots.h"
+#include <sys/types.h>
+
+#include "rundir.h"
 #include "status.h"
 
-/* Where the sockets are: root's, 0700. */
-#define CONTROL_DIR LEASEFS_RUN_DIR "/ctl"
-/* Control socket path for a canonical mount point; `out` >= 108 bytes
- * (client.c: both sides name it so). */
-int control_path(const char *mountpoint, char *out, size_t outsz);
+#define CONTROL_DIR RUNDIR_CTL
+
+/* Control socket path for a canonical mount point served by a daemon of
+ * `uid`: CONTROL_DIR/<hash>.sock for root's, <hash>.<uid>.sock for a
+ * user's; `out` >= 108 bytes (client.c: both sides name it so). */
+int control_path(const char *mountpoint, uid_t uid, char *out, size_t outsz);
 
 /* ---- server ----------------------------------------------------------- */
 

@@ -29,6 +29,7 @@ struct mount_opts {
 	uid_t owner_uid;     /* who may watch and control it (besides root): */
 	gid_t owner_gid;     /* the caller of mount, or --owner=USER[:GROUP] */
 	bool owner_group;    /* the group too (given with --owner) */
+	bool allow_other;    /* -o allow_other (a user's mount: asked for) */
 	bool foreground;
 	bool debug;
 	const char *root;

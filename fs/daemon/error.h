@@ -18,6 +18,7 @@ enum {
 	EXIT_UNFENCED = 3,  /* revoked, but the holder was not fenced in time */
 	EXIT_GONE = 4,      /* watch: the mount went away (umount, daemon killed) */
 	EXIT_USAGE = 64,
+	EXIT_UNAVAILABLE = 69, /* no /dev/fuse or fusermount3 (sysexits EX_UNAVAILABLE) */
 	EXIT_DENIED = 77,   /* not root, nor the mount's owner (sysexits EX_NOPERM) */
 	EXIT_BUSY = 75,
 };

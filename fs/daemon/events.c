@@ -92,7 +92,13 @@ void drop_hostlock(struct daemon *d)
  */
 static int remount_step(struct daemon *d, int *tries)
 {
-	int r = session_remount_readonly(d->opts->mountpoint);
+	int r;
+
+	/* Only root may reconfigure a superblock; a user's mount is read-only
+	 * by its gate alone, which refuses every mutation already. */
+	if (geteuid() != 0)
+		return -1;
+	r = session_remount_readonly(d->opts->mountpoint);
 
 	if (r == 0)
 		return -1;

@@ -54,9 +54,13 @@ static int build_fuse_args(struct mount_opts *o, const char *root,
 	if (fuse_opt_add_arg(args, "leasefs") || fuse_opt_add_arg(args, "-o") ||
 	    fuse_opt_add_arg(args, fsname))
 		r = -ENOMEM;
-	if (!r && geteuid() == 0 &&
-	    (fuse_opt_add_arg(args, "-o") ||
-	     fuse_opt_add_arg(args, "allow_other,default_permissions")))
+	/* Root's daemon serves every user; a user's, itself alone unless it
+	 * asked for others (fusermount3 lets it where /etc/fuse.conf says
+	 * user_allow_other).  The kernel checks permissions on both. */
+	if (!r && (fuse_opt_add_arg(args, "-o") ||
+		   fuse_opt_add_arg(args, geteuid() == 0 || o->allow_other
+					  ? "allow_other,default_permissions"
+					  : "default_permissions")))
 		r = -ENOMEM;
 	if (!r && o->fuse_opts &&
 	    (fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, o->fuse_opts)))

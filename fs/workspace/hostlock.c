@@ -16,7 +16,11 @@
  * Each holder also keeps a record of what it holds under
  * LEASEFS_RUN_DIR/holders (write-locked by it while it lives), written
  * before it announces, so that a refused contender can say who is in
- * the way.
+ * the way.  Records are their owner's alone (0600): root is told who
+ * holds a directory, a user only that a mount on this host does.
+ *
+ * Root's and users' daemons lock the same files (rundir.h), so that a
+ * user's mount and root's exclude each other whatever their stores.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -32,10 +36,10 @@
 #include <unistd.h>
 
 #include "hostlock.h"
-#include "roots.h"
+#include "rundir.h"
 
-#define ROOTS_DIR LEASEFS_RUN_DIR "/roots"
-#define HOLDERS_DIR LEASEFS_RUN_DIR "/holders"
+#define ROOTS_DIR RUNDIR_ROOTS
+#define HOLDERS_DIR RUNDIR_HOLDERS
 /* "maj:min:" and a path inside the filesystem. */
 #define ID_MAX (PATH_MAX + 32)
 
@@ -245,12 +249,8 @@ static int plan(struct hostlock *h, const struct hostlock_spec *spec)
 
 /* ---- lock files ------------------------------------------------------- */
 
-static int mkdir_0700(const char *path)
-{
-	return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -errno;
-}
-
-static void lock_path(const char *id, char *out, size_t sz)
+/* The lock file's name in ROOTS_DIR: "<hex sha256 of id>.lock". */
+static void lock_name(const char *id, char *out, size_t sz)
 {
 	uint8_t md[32];
 	char hex[65];
@@ -258,7 +258,15 @@ static void lock_path(const char *id, char *out, size_t sz)
 	lease_sha256(id, strlen(id), md);
 	for (int i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	snprintf(out, sz, ROOTS_DIR "/%s.lock", hex);
+	snprintf(out, sz, "%s.lock", hex);
+}
+
+static void lock_path(const char *id, char *out, size_t sz)
+{
+	char name[80];
+
+	lock_name(id, name, sizeof(name));
+	snprintf(out, sz, ROOTS_DIR "/%s", name);
 }
 
 static int byte_lock(int fd, int cmd, short type, int byte, struct flock *out)
@@ -277,13 +285,13 @@ static int byte_lock(int fd, int cmd, short type, int byte, struct flock *out)
  * same byte (only X's write lock can meet that), or -errno. */
 static int announce(struct held *l)
 {
-	char path[PATH_MAX];
+	char name[80];
 	int r;
 
-	lock_path(l->id, path, sizeof(path));
-	l->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	lock_name(l->id, name, sizeof(name));
+	l->fd = rundir_open_shared(ROOTS_DIR, name);
 	if (l->fd < 0)
-		return -errno;
+		return l->fd;
 	r = byte_lock(l->fd, F_OFD_SETLK, l->byte == B_X ? F_WRLCK : F_RDLCK,
 		      l->byte, NULL);
 	return r == -EACCES ? -EAGAIN : r;
@@ -310,19 +318,30 @@ static int conflict_on(const struct held *l)
 
 /* ---- holder records ------------------------------------------------------ */
 
+/* A new record file of ours, "UID-PID-SEQ.rec"; one left under the name
+ * by a dead daemon whose pid we reuse is removed first. */
+static int record_create(struct hostlock *h)
+{
+	static unsigned seq;
+	int flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+
+	snprintf(h->rec_path, sizeof(h->rec_path), HOLDERS_DIR "/%u-%d-%u.rec",
+		 (unsigned)geteuid(), (int)getpid(),
+		 __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+	h->rec_fd = open(h->rec_path, flags, 0600);
+	if (h->rec_fd < 0 && errno == EEXIST && unlink(h->rec_path) == 0)
+		h->rec_fd = open(h->rec_path, flags, 0600);
+	return h->rec_fd < 0 ? -errno : 0;
+}
+
 /* Our record: who we are, then one line per lock. */
 static int record_write(struct hostlock *h, const struct hostlock_spec *spec)
 {
-	static unsigned seq;
 	FILE *f;
-	int r;
+	int r = record_create(h);
 
-	snprintf(h->rec_path, sizeof(h->rec_path), HOLDERS_DIR "/%d-%u.rec",
-		 (int)getpid(), __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
-	h->rec_fd = open(h->rec_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC |
-			 O_NOFOLLOW, 0600);
-	if (h->rec_fd < 0)
-		return -errno;
+	if (r < 0)
+		return r;
 	r = byte_lock(h->rec_fd, F_OFD_SETLK, F_WRLCK, 0, NULL);
 	if (r < 0)
 		return r;
@@ -345,12 +364,13 @@ struct holder {
 	char path[PATH_MAX];
 };
 
-/* Whether the daemon named in a record's file name ("PID-SEQ.rec") is
- * gone (a live one may not have locked its new record yet). */
+/* Whether the daemon named in a record's file name ("UID-PID-SEQ.rec")
+ * is gone (a live one may not have locked its new record yet). */
 static bool record_dead(const char *path)
 {
 	const char *base = strrchr(path, '/');
-	int pid = base ? atoi(base + 1) : 0;
+	const char *dash = base ? strchr(base, '-') : NULL;
+	int pid = dash ? atoi(dash + 1) : 0;
 
 	return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
 }
@@ -359,7 +379,7 @@ static bool record_dead(const char *path)
 static bool record_matches(const char *path, const char *id, int byte,
 			   struct holder *who)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	char *line = NULL;
 	size_t cap = 0;
 	struct flock fl = { 0 };
@@ -523,16 +543,11 @@ void hostlock_free(struct hostlock *h)
 static int setup(struct hostlock *h, const struct hostlock_spec *spec,
 		 struct lease_err *err)
 {
-	int r = mkdir_0700(LEASEFS_RUN_DIR);
+	char msg[512];
+	int r = rundir_prepare(msg, sizeof(msg));
 
-	if (r == 0)
-		r = mkdir_0700(ROOTS_DIR);
-	if (r == 0)
-		r = mkdir_0700(HOLDERS_DIR);
 	if (r < 0)
-		return lease_err_set(err, LEASE_E_IO, r, spec->path, "cannot "
-				     "create %s: %s", LEASEFS_RUN_DIR,
-				     strerror(-r));
+		return lease_err_set(err, LEASE_E_IO, r, spec->path, "%s", msg);
 	r = plan(h, spec);
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, spec->path, "%s %s: "
