@@ -8,11 +8,14 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* lease revoke: how long to wait for the holder to be fenced; covers the
@@ -83,6 +86,90 @@ static int lease_op(struct lease_store *st, const char *verb,
 	return revoke_and_wait(st, name, timeout_s, err);
 }
 
+/*
+ * A local store another user owns is that user's records: root works on
+ * it as its owner (so that nothing it writes there becomes root's and
+ * locks the owner out), and nobody else can open it at all (0700).
+ * 0, or -errno.
+ */
+static int become_store_owner(const char *uri)
+{
+	const char *dir = lease_uri_local_dir(uri);
+	struct passwd *pw;
+	struct stat st;
+
+	if (geteuid() != 0 || !dir || stat(dir, &st) < 0 || st.st_uid == 0)
+		return 0;
+	pw = getpwuid(st.st_uid);
+	if ((pw ? initgroups(pw->pw_name, st.st_gid) : setgroups(0, NULL)) < 0 ||
+	    setresgid(st.st_gid, st.st_gid, st.st_gid) < 0 ||
+	    setresuid(st.st_uid, st.st_uid, st.st_uid) < 0)
+		return -errno;
+	return 0;
+}
+
+/* A user's default store (default_leases() as that user), if it has one. */
+static bool user_store(const struct passwd *pw, char *uri, size_t sz)
+{
+	struct stat st;
+
+	if (pw->pw_uid == 0 || !pw->pw_dir || pw->pw_dir[0] != '/' ||
+	    (size_t)snprintf(uri, sz, "file:%s/.local/state/leasefs/leases",
+			     pw->pw_dir) >= sz)
+		return false;
+	return stat(uri + 5, &st) == 0 && S_ISDIR(st.st_mode) &&
+	       st.st_uid == pw->pw_uid;
+}
+
+static int print_user_info(const struct lease_info *in, void *ud)
+{
+	printf("%-8s epoch %-6" PRIu64 " pid %-7d %s  %s (user %s)\n",
+	       lease_state_str(in->state), in->epoch, (int)in->holder_pid,
+	       in->name, in->holder, (const char *)ud);
+	return 0;
+}
+
+/* One user's store listed in a child that is that user (root keeps its
+ * own identity for the next). */
+static void list_user_store(const struct passwd *pw, const char *uri)
+{
+	struct lease_store *st = NULL;
+	struct lease_err le = { 0 };
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		int r = become_store_owner(uri);
+
+		if (r == 0)
+			r = lease_store_open(uri, NULL, &st, &le);
+		if (r == 0)
+			r = lease_list(st, print_user_info, pw->pw_name, &le);
+		if (r < 0)
+			fprintf(stderr, "leasefs: lease list: user %s's store %s: %s\n",
+				pw->pw_name, uri, le.msg[0] ? le.msg : strerror(-r));
+		lease_store_close(st);
+		fflush(stdout);
+		_exit(r < 0);
+	}
+	while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+}
+
+/* Root's `lease list` of the host's store: every user's store too. */
+static void list_user_stores(void)
+{
+	char uri[PATH_MAX + 64];
+	struct passwd *pw;
+
+	fflush(stdout);
+	setpwent();
+	while ((pw = getpwent()) != NULL)
+		if (user_store(pw, uri, sizeof(uri)))
+			list_user_store(pw, uri);
+	endpwent();
+}
+
 int cmd_lease(int argc, char **argv)
 {
 	const char *uri = default_leases(), *verb = NULL, *name = NULL;
@@ -90,11 +177,12 @@ int cmd_lease(int argc, char **argv)
 	struct lfs_err err = { 0 };
 	struct lease_store *st = NULL;
 	double timeout_s = REVOKE_TIMEOUT_S;
+	bool given = getenv("LEASEFS_LEASES") != NULL;
 	int r, npos = 0;
 
 	for (int i = 1; i < argc; i++) {
 		if (strncmp(argv[i], "--leases=", 9) == 0)
-			uri = argv[i] + 9;
+			uri = argv[i] + 9, given = true;
 		else if (strncmp(argv[i], "--timeout=", 10) == 0 &&
 			 parse_seconds(argv[i] + 10, &timeout_s) == 0)
 			continue;
@@ -111,9 +199,18 @@ int cmd_lease(int argc, char **argv)
 		fputs(usage_text, stderr);
 		return EXIT_USAGE;
 	}
-	r = lease_store_open(uri, NULL, &st, &le);
+	bool host_list = getuid() == 0 && strcmp(verb, "list") == 0 && !given;
+
+	r = become_store_owner(uri);
+	if (r < 0)
+		lease_err_set(&le, LEASE_E_IO, r, uri, "cannot act as the owner "
+			      "of the store %s: %s", uri, strerror(-r));
+	if (r == 0)
+		r = lease_store_open(uri, NULL, &st, &le);
 	if (r == 0)
 		r = lease_op(st, verb, name, timeout_s, &le);
+	if (r == 0 && host_list)
+		list_user_stores();
 	if (lfs_err_from_lease(&err, r, &le) < 0)
 		fprintf(stderr, "leasefs: lease %s: %s\n", verb, err.msg);
 	lease_store_close(st);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `meson install` puts exactly the binary, the store client modules (etcd,
-# PostgreSQL, NATS),
-# leasefs(8) and the systemd template in place; the installed binary loads
+# PostgreSQL, NATS), leasefs(8), the systemd templates (system and user)
+# and tmpfiles.d/leasefs.conf in place; the installed binary loads
 # the module from LIBDIR/leasefs; the man page lints clean and documents every command,
 # option and variable; the unit verifies; and the installed tree mounts
 # through mount(8) and fstab (mount.fuse3), with `umount` giving the
@@ -16,7 +16,7 @@ files=$(cd "$D" && find . -type f | sort | tr '\n' ' ')
 libdir=$(meson introspect "$BUILDDIR" --buildoptions | python3 -c '
 import json, sys
 print([o["value"] for o in json.load(sys.stdin) if o["name"] == "libdir"][0])')
-want="./usr/local/bin/leasefs ./usr/local/lib/systemd/system/leasefs@.service ./usr/local/$libdir/leasefs/leasefs-etcd.so ./usr/local/$libdir/leasefs/leasefs-nats.so ./usr/local/$libdir/leasefs/leasefs-pg.so ./usr/local/share/man/man8/leasefs.8 "
+want="./usr/local/bin/leasefs ./usr/local/lib/systemd/system/leasefs@.service ./usr/local/lib/systemd/user/leasefs@.service ./usr/local/lib/tmpfiles.d/leasefs.conf ./usr/local/$libdir/leasefs/leasefs-etcd.so ./usr/local/$libdir/leasefs/leasefs-nats.so ./usr/local/$libdir/leasefs/leasefs-pg.so ./usr/local/share/man/man8/leasefs.8 "
 [ "$files" = "$want" ] || fail "installed: $files"
 ok "installed exactly: $files"
 
@@ -30,7 +30,8 @@ for w in "leasefs mount" "leasefs status" "leasefs watch" "leasefs umount" \
 	 leasefs_requests_total " -o " " -f" " -d" LEASEFS_LEASES \
 	 LEASEFS_ETCD_CA LEASEFS_ETCD_CERT LEASEFS_ETCD_KEY LEASEFS_INODE_FDS \
 	 "EXIT STATUS" FILES fstab "fuse.leasefs" 75 64 77 --owner fsstore: \
-	 postgresql:// nats:// LEASEFS_NATS_CREDS PGPASSFILE; do
+	 postgresql:// nats:// LEASEFS_NATS_CREDS PGPASSFILE fusermount3 69 \
+	 user_allow_other XDG_STATE_HOME "systemctl --user" tmpfiles.d; do
 	grep -qF -- "$w" <<<"$text" || fail "leasefs(8) does not mention $w"
 done
 ok "leasefs(8) renders, lints clean, names every command, option and variable"
@@ -57,6 +58,13 @@ unshare -m --propagation private bash -euo pipefail -c '
 		[ -z "$out" ] || fail "verify $unit: $out"
 	done
 	echo "ok: systemd-analyze verify: template and instance clean"
+	mkdir -m 700 "$T/xdg"
+	for unit in /usr/local/lib/systemd/user/leasefs@.service leasefs@ws.service; do
+		out=$(XDG_RUNTIME_DIR=$T/xdg SYSTEMD_UNIT_PATH=/usr/local/lib/systemd/user: \
+		      systemd-analyze --user verify "$unit" 2>&1) || fail "verify --user $unit: $out"
+		[ -z "$out" ] || fail "verify --user $unit: $out"
+	done
+	echo "ok: systemd-analyze --user verify: the user template and instance clean"
 	# Nothing listens on port 9: the module loaded if the store is what fails.
 	out=$(/usr/local/bin/leasefs lease list --leases=etcd://127.0.0.1:9 2>&1) &&
 		fail "etcd on a closed port: accepted"
@@ -99,5 +107,17 @@ sys.exit(0 if select.select([fd], [], [], 20)[0] else 1)" "$pid"; echo "exit $?"
 		[ "$(lease_state "$lease")" = free ] || fail "$how: root lease not released"
 		echo "ok: $how: mounted through mount.fuse3, umount released the root"
 	done
+	# At boot: the run directory as tmpfiles.d makes it is what users need
+	# (a fresh /run/leasefs here, in this namespace alone).
+	mount -t tmpfs tmpfs /run/leasefs
+	systemd-tmpfiles --create /usr/local/lib/tmpfiles.d/leasefs.conf
+	got=$(stat -c "%n %a %U" /run/leasefs /run/leasefs/roots /run/leasefs/holders /run/leasefs/ctl | tr "\n" " ")
+	[ "$got" = "/run/leasefs 755 root /run/leasefs/roots 1733 root /run/leasefs/holders 1733 root /run/leasefs/ctl 1733 root " ] ||
+		fail "tmpfiles.d made: $got"
+	mount -t fuse.leasefs -o "leases=file:$L" "$R" "$M"
+	umount "$M"
+	got2=$(stat -c "%n %a %U" /run/leasefs /run/leasefs/roots /run/leasefs/holders /run/leasefs/ctl | tr "\n" " ")
+	[ "$got2" = "$got" ] || fail "a mount changed the run directory tmpfiles.d made: $got2"
+	echo "ok: tmpfiles.d/leasefs.conf makes the run directory a mount keeps as it is"
 '
 echo PASS

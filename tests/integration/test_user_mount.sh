@@ -70,6 +70,16 @@ rc=0; as "$UB" "$LEASEFS" status "$HA/mnt" >/dev/null 2>&1 || rc=$?
 "$LEASEFS" status "$HA/mnt" >/dev/null || fail "root's status of a user's mount"
 ok "mounted through fusermount3: nosuid,nodev, the user's daemon and store, no identity switch"
 
+# --- the stores: the user's own, listed by root, closed to other users ----
+store=file:$HA/.local/state/leasefs/leases
+out=$(env -u LEASEFS_LEASES "$LEASEFS" lease list) || fail "root's lease list"
+grep -q "^held .*$lease .*(user $UA)\$" <<<"$out" || fail "root's lease list lacks the user's lease: $out"
+rc=0; out=$(as "$UB" "$LEASEFS" lease list --leases="$store" 2>&1) || rc=$?
+[ $rc -ne 0 ] && ! grep -q "$lease" <<<"$out" || fail "another user read the user's store: $out"
+rc=0; out=$(as "$UB" "$LEASEFS" lease revoke "$lease" --leases="$store" 2>&1) || rc=$?
+[ $rc -ne 0 ] && [ "$(status_of "$HA/mnt" state)" = held ] || fail "another user revoked the user's lease: $out"
+ok "root's lease list shows the user's leases; another user can neither read nor revoke them"
+
 # --- no two writers ------------------------------------------------------
 rc=0; out=$(as "$UA" "$LEASEFS" mount "$HA/ws" "$HA/mnt2" 2>&1) || rc=$?
 [ $rc -eq 75 ] || fail "the user's second mount: exit $rc ($out)"
@@ -190,10 +200,15 @@ as "$UA" "$LEASEFS" umount "$HA/mnt" || fail "the user's umount"
 findmnt -rn "$HA/mnt" >/dev/null && fail "still mounted"
 as "$UA" "$LEASEFS" mount "$HA/ws" "$HA/mnt" || fail "the user's mount after its umount"
 [ "$(status_of "$HA/mnt" epoch)" -gt 1 ] || fail "the epoch did not grow"
+"$LEASEFS" lease revoke "$(status_of "$HA/mnt" lease)" --leases="$store" >/dev/null || fail "root's revoke of a user's lease"
+[ "$(status_of "$HA/mnt" state)" = lost ] || fail "root's revoke did not fence the user's mount"
+[ -z "$(find "$HA/.local/state" ! -user "$UA")" ] || fail "root left files of its own in the user's store"
+as "$UA" "$LEASEFS" umount "$HA/mnt" || fail "umount after root's revoke"
+as "$UA" "$LEASEFS" mount "$HA/ws" "$HA/mnt" || fail "the user's mount after root's revoke"
 pid=$(status_of "$HA/mnt" pid); PIDS+=("$pid")
 kill -9 "$pid"
 wait_pid_gone "$pid" 10 || fail "the daemon outlived SIGKILL"
 as "$UA" "$LEASEFS" umount "$HA/mnt" || fail "the user's umount of its crashed daemon's mount"
 findmnt -rn "$HA/mnt" >/dev/null && fail "the stale mount stayed"
-ok "the user unmounts, mounts again at a higher epoch, and detaches its crashed daemon's mount"
+ok "the user unmounts, mounts again at a higher epoch, root revokes it as the store's owner, the user detaches its crashed daemon's mount"
 echo PASS
