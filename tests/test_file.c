@@ -386,7 +386,10 @@ static void test_revoke_latency(void **state)
 		int64_t readable = lease_now_ns();
 		assert_int_equal(lease_loss_reason(l), LEASE_LOSS_REVOKED);
 		lease_free(l); /* joins the watcher: lost_at is final */
-		assert_true(lost_at >= called);
+		/* A grant lost before its revoke was judged on the previous
+		 * holder's record (the hub watched it before it was ours). */
+		if (lost_at < called)
+			fail_msg("run %d: the new grant was lost before the revoke", i);
 		after_return[i] = lost_at > returned ? readable - returned : 0;
 		from_call[i] = lost_at - called;
 		if (after_return[i] >= 50 * 1000000LL)

@@ -135,17 +135,18 @@ static int grant(struct lease_store *store, const char *name,
 	r = lease_alloc(store, name, rec.epoch, sc, &l);
 	if (r == 0)
 		r = fb_file_lease_new(fs, l, &fl);
-	if (r == 0)
-		r = fb_hub_add(fs, fl);
-	if (r < 0) {
-		r = lease_err_set(err, LEASE_E_IO, r, name,
-				  "cannot watch lease '%s': %s", name,
-				  strerror(-r));
-		goto err_free;
-	}
+	if (r < 0)
+		goto err_watch;
+	/* The bell is bound (a revoke from now on is queued on it), but the
+	 * hub judges the record only once it is ours: watched before, a
+	 * sweep could read the previous holder's revoked record and lose
+	 * the new grant at once. */
 	r = fb_rec_write(fs, name, &rec, err);
 	if (r < 0)
 		goto err_free;
+	r = fb_hub_add(fs, fl);
+	if (r < 0)
+		goto err_watch;
 	l->priv = fl;
 	pthread_mutex_lock(&fl->fd_lock);
 	fl->lock_fd = lock_fd;
@@ -154,6 +155,9 @@ static int grant(struct lease_store *store, const char *name,
 	pthread_mutex_unlock(&fl->fd_lock);
 	*out = l;
 	return 0;
+err_watch:
+	r = lease_err_set(err, LEASE_E_IO, r, name, "cannot watch lease "
+			  "'%s': %s", name, strerror(-r));
 err_free:
 	fb_file_lease_destroy(fs, fl);
 	lease_dispose(l);
