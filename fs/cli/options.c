@@ -373,7 +373,8 @@ int parse_mount(int argc, char **argv, struct mount_opts *o,
 	/* A process-local store cannot make anything exclusive. */
 	if (strcmp(o->leases, "mem") == 0 || strncmp(o->leases, "mem:", 4) == 0)
 		return usage_error(err, "lease store '%s' is for tests only; a "
-				   "mount needs file: or etcd://", o->leases);
+				   "mount needs a shared store (file:, fsstore:, "
+				   "etcd://, postgresql://, nats://)", o->leases);
 	o->root = argv[optind];
 	o->mnt_arg = argv[optind + 1];
 	return 0;
