@@ -52,22 +52,6 @@ int control_connect_path(const char *path)
 	return fd;
 }
 
-/* mountinfo's octal escapes (\040 and the like) undone in place. */
-static void unescape(char *s)
-{
-	char *d = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] && s[3]) {
-			*d++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
-			s += 3;
-		} else {
-			*d++ = *s;
-		}
-	}
-	*d = '\0';
-}
-
 /* The user_id the kernel recorded for the topmost leasefs mount at
  * `mountpoint` (who mounted it), or -ENOENT. */
 static int mount_user_id(const char *mountpoint, uid_t *out)
@@ -86,7 +70,7 @@ static int mount_user_id(const char *mountpoint, uid_t *out)
 		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1 ||
 		    sscanf(sep + 3, "%63s", type) != 1)
 			continue;
-		unescape(point);
+		ws_mountinfo_unescape(point);
 		if (strcmp(point, mountpoint) != 0 || strcmp(type, "fuse.leasefs") != 0)
 			continue;
 		uid = strstr(sep, ",user_id=");

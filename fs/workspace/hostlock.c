@@ -79,24 +79,6 @@ struct want {
 	bool found;
 };
 
-/* mountinfo's octal escapes (\040 and the like) undone in place. */
-static void unescape(char *s)
-{
-	char *d = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
-		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*d++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
-				      (s[3] - '0'));
-			s += 3;
-		} else {
-			*d++ = *s;
-		}
-	}
-	*d = '\0';
-}
-
 /* One mount: the topmost one (the later line) wins for every wanted
  * directory its mount point contains. */
 static void mount_seen(struct want *w, size_t n, const char *dev,
@@ -129,8 +111,8 @@ static int mounts_scan(struct want *w, size_t n)
 	while (r == 0 && getline(&line, &cap, f) > 0) {
 		if (sscanf(line, "%*d %*d %31s %4095s %4095s", dev, root, point) != 3)
 			continue;
-		unescape(root);
-		unescape(point);
+		ws_mountinfo_unescape(root);
+		ws_mountinfo_unescape(point);
 		mount_seen(w, n, dev, root, point);
 	}
 	free(line);

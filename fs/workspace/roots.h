@@ -32,6 +32,10 @@ bool ws_path_parent(char *path);
 /* Component-wise: `path` is `root` or lies below it (both canonical). */
 bool ws_path_within(const char *path, const char *root);
 
+/* A path field of /proc/self/mountinfo with its octal escapes (\040 for
+ * a space and the like) undone, in place. */
+void ws_mountinfo_unescape(char *s);
+
 /* "workspace-roots/<hex sha256 of canonical root>"; `out` >= 81 bytes. */
 int ws_root_name(const char *canonical_root, char *out, size_t outsz);
 /* "sessions/<uuid>"; `out` >= 46 bytes.  uuid must be a lowercase RFC 4122
