@@ -167,3 +167,56 @@ peer_start() {
 peer_says() { wait_until "${2:-10}" grep -q "$1" "$PEER_OUT" || fail "peer did not say '$1': $(cat "$PEER_OUT")"; }
 peer_release() { exec {PEER_IN}>&-; wait "$PEER_PID" 2>/dev/null || true; }
 peer_epoch() { awk '/^granted/ {print $2}' "$PEER_OUT"; }
+
+# The battery the harness stores with expiry share (test_pgstore,
+# test_natsstore): revoke of the mount, revoke of a harness peer, kill -9 of
+# either.  The test defines start_peer MODE and peer_try, and sets R, M,
+# NAME, TTL and me (the mount's epoch); RECORD names what expires ("row",
+# "entry").  Leaves me and pe (the last peer's epoch) set.
+harness_expiry_battery() {
+	local rc out t0 dt
+	# 4. Revoke of the mount: the peer, trying all along, is granted only
+	#    once the mount is read-only (its first write through it is EROFS).
+	exec 7>>"$M/r"
+	WRITE_PROBE=$M/after start_peer wait
+	"$LEASEFS" lease revoke "$NAME" >"$T/revoke.out" 2>&1 || fail "revoke: $(cat "$T/revoke.out")"
+	grep -q "acknowledged" "$T/revoke.out" || fail "revoke did not see the ack: $(cat "$T/revoke.out")"
+	peer_says '^probe: '
+	grep -q '^probe: EROFS' "$PEER_OUT" || fail "the peer was granted while the mount still wrote: $(cat "$PEER_OUT")"
+	[ "$(peer_epoch)" -eq $((me + 1)) ] || fail "peer granted at $(peer_epoch), want $((me + 1))"
+	expect_erofs bash -c "echo more >&7"
+	[ ! -e "$R/after" ] || fail "a write reached the root"
+	exec 7>&-
+	ok "revoke: the peer is granted epoch $((me + 1)) only after the mount turned read-only"
+	"$LEASEFS" umount "$M"
+
+	# 5. A revoke of the peer cannot tell it: exit 3, and it keeps the
+	#    name (it renews past its first expiry).
+	pe=$(peer_epoch)
+	rc=0; "$LEASEFS" lease revoke "$NAME" --timeout=$((TTL * 3)) >"$T/revoke.out" 2>&1 || rc=$?
+	[ $rc -eq 3 ] || fail "revoke of a harness holder: exit $rc ($(cat "$T/revoke.out"))"
+	grep -q "not a leasefs mount" "$T/revoke.out" || fail "revoke did not say why: $(cat "$T/revoke.out")"
+	out=$(peer_try)
+	[ "$out" = "busy $pe" ] || fail "after the revoke another peer got '$out', want 'busy $pe'"
+	ok "revoke of a live harness holder exits 3 and says it cannot be told; it keeps the name"
+
+	# 6. kill -9 of the holding peer: its $RECORD expires (on the store's
+	#    clock); a mount waiting for it gets the next epoch then, not before.
+	kill -9 "$PEER_PID"; wait "$PEER_PID" 2>/dev/null || true
+	t0=$(date +%s%N)
+	mount_ws "$R" "$M" --ttl=$TTL --wait=$((TTL * 3))
+	dt=$(( ($(date +%s%N) - t0) / 1000000 ))
+	[ "$(status_of "$M" epoch)" -eq $((pe + 1)) ] || fail "after the peer's kill -9: epoch $(status_of "$M" epoch)"
+	ok "peer killed -9: the mount gets epoch $((pe + 1)) once the $RECORD expired (${dt} ms)"
+
+	# 7. kill -9 of the mount's daemon: the peer gets the name only after
+	#    the daemon's $RECORD expired.
+	me=$(status_of "$M" epoch)
+	kill -9 "$DAEMON_PID"
+	start_peer wait
+	peer_says '^granted ' $((TTL * 4))
+	[ "$(peer_epoch)" -eq $((me + 1)) ] || fail "peer after the daemon's kill -9: $(cat "$PEER_OUT")"
+	ok "daemon killed -9: the waiting peer gets epoch $((me + 1)) after its expiry"
+	peer_release
+	"$LEASEFS" umount "$M" 2>/dev/null || true
+}

@@ -64,47 +64,6 @@ wait_until $((TTL * 3)) renewed_since "$r0" || fail "no renewal after the restar
 echo still > "$M/r" || fail "write after the restart"
 ok "server restart: the mount reconnects, renews and keeps epoch $me"
 
-# 4. Revoke of the mount: the peer, trying all along, is granted only once
-#    the mount is read-only (its first write through the mount is EROFS).
-exec 7>>"$M/r"
-WRITE_PROBE=$M/after start_peer wait
-"$LEASEFS" lease revoke "$NAME" >"$T/revoke.out" 2>&1 || fail "revoke: $(cat "$T/revoke.out")"
-grep -q "acknowledged" "$T/revoke.out" || fail "revoke did not see the ack: $(cat "$T/revoke.out")"
-peer_says '^probe: '
-grep -q '^probe: EROFS' "$PEER_OUT" || fail "the peer was granted while the mount still wrote: $(cat "$PEER_OUT")"
-[ "$(peer_epoch)" -eq $((me + 1)) ] || fail "peer granted at $(peer_epoch), want $((me + 1))"
-expect_erofs bash -c "echo more >&7"
-[ ! -e "$R/after" ] || fail "a write reached the root"
-exec 7>&-
-ok "revoke: the peer is granted epoch $((me + 1)) only after the mount turned read-only"
-"$LEASEFS" umount "$M"
-
-# 5. A revoke of the peer cannot tell it: exit 3, and it keeps the name.
-pe=$(peer_epoch)
-rc=0; "$LEASEFS" lease revoke "$NAME" --timeout=$((TTL * 3)) >"$T/revoke.out" 2>&1 || rc=$?
-[ $rc -eq 3 ] || fail "revoke of a harness holder: exit $rc ($(cat "$T/revoke.out"))"
-grep -q "not a leasefs mount" "$T/revoke.out" || fail "revoke did not say why: $(cat "$T/revoke.out")"
-out=$(peer_try)
-[ "$out" = "busy $pe" ] || fail "after the revoke another peer got '$out', want 'busy $pe'"
-ok "revoke of a live harness holder exits 3 and says it cannot be told; it keeps the name"
-
-# 6. kill -9 of the holding peer: its entry expires; a mount waiting for
-#    it gets the next epoch then.
-kill -9 "$PEER_PID"; wait "$PEER_PID" 2>/dev/null || true
-t0=$(date +%s%N)
-mount_ws "$R" "$M" --ttl=$TTL --wait=$((TTL * 3))
-dt=$(( ($(date +%s%N) - t0) / 1000000 ))
-[ "$(status_of "$M" epoch)" -eq $((pe + 1)) ] || fail "after the peer's kill -9: epoch $(status_of "$M" epoch)"
-ok "peer killed -9: the mount gets epoch $((pe + 1)) once the entry expired (${dt} ms)"
-
-# 7. kill -9 of the mount's daemon: the peer gets the name only after the
-#    daemon's entry expired.
-me=$(status_of "$M" epoch)
-kill -9 "$DAEMON_PID"
-start_peer wait
-peer_says '^granted ' $((TTL * 4))
-[ "$(peer_epoch)" -eq $((me + 1)) ] || fail "peer after the daemon's kill -9: $(cat "$PEER_OUT")"
-ok "daemon killed -9: the waiting peer gets epoch $((me + 1)) after its expiry"
-peer_release
-"$LEASEFS" umount "$M" 2>/dev/null || true
+# 4.-7. Revoke and kill -9 of either side (lib.sh).
+RECORD=entry harness_expiry_battery
 echo PASS
