@@ -220,3 +220,29 @@ harness_expiry_battery() {
 	peer_release
 	"$LEASEFS" umount "$M" 2>/dev/null || true
 }
+
+# The opening the harness stores share (test_pgstore, test_natsstore): a
+# peer holding the root keeps the mount out (75, naming its epoch); once it
+# releases, the mount gets the next epoch and the peer is refused with it.
+# Uses start_peer and peer_try; sets pe and me.
+harness_contend() {
+	local rc out
+	# 1. The peer holds the root: the mount is busy, naming the peer's epoch.
+	start_peer hold
+	peer_says '^granted '
+	pe=$(peer_epoch)
+	rc=0; out=$(timeout 30 "$LEASEFS" mount --ttl=$TTL "$R" "$M" 2>&1) || rc=$?
+	[ $rc -eq 75 ] || fail "mount while the peer holds: exit $rc ($out)"
+	case "$out" in *"held at epoch $pe"*) ;; *) fail "busy message lacks the peer's epoch $pe: $out" ;; esac
+	findmnt -rn "$M" >/dev/null && fail "something mounted"
+	ok "peer holds at epoch $pe: mount exits 75 naming it"
+
+	# 2. The peer releases: the mount gets epoch + 1; the peer is refused
+	#    with the mount's epoch.
+	peer_release
+	mount_ws "$R" "$M" --ttl=$TTL
+	me=$(status_of "$M" epoch)
+	[ "$me" -eq $((pe + 1)) ] || fail "mount epoch $me, want $((pe + 1))"
+	out=$(peer_try)
+	[ "$out" = "busy $me" ] || fail "peer while the mount holds: '$out', want 'busy $me'"
+}

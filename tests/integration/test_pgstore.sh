@@ -21,24 +21,8 @@ start_peer() { peer_start "$PY" "$PEER" "$LEASEFS_PG_URI" "$NAME" "$1" "${2:-$TT
 peer_try() { "$PY" "$PEER" "$LEASEFS_PG_URI" "$NAME" try; }
 psql_q() { "$PG_BIN/psql" -X -At -h 127.0.0.1 -p "$PG_PORT" -U leasefs postgres -c "$1"; }
 
-# 1. The peer holds the root: the mount is busy, naming the peer's epoch.
-start_peer hold
-peer_says '^granted '
-pe=$(peer_epoch)
-rc=0; out=$(timeout 30 "$LEASEFS" mount --ttl=$TTL "$R" "$M" 2>&1) || rc=$?
-[ $rc -eq 75 ] || fail "mount while the peer holds: exit $rc ($out)"
-case "$out" in *"held at epoch $pe"*) ;; *) fail "busy message lacks the peer's epoch $pe: $out" ;; esac
-findmnt -rn "$M" >/dev/null && fail "something mounted"
-ok "peer holds at epoch $pe: mount exits 75 naming it"
-
-# 2. The peer releases: the mount gets epoch + 1; the peer is refused
-#    with the mount's epoch.
-peer_release
-mount_ws "$R" "$M" --ttl=$TTL
-me=$(status_of "$M" epoch)
-[ "$me" -eq $((pe + 1)) ] || fail "mount epoch $me, want $((pe + 1))"
-out=$("$PY" "$PEER" "$LEASEFS_PG_URI" "$NAME" try)
-[ "$out" = "busy $me" ] || fail "peer while the mount holds: '$out', want 'busy $me'"
+# 1.-2. A peer holding the root keeps the mount out; then the reverse (lib.sh).
+harness_contend
 [ "$(psql_q "SELECT epoch FROM looprig.looprig_leases WHERE name = '$NAME'")" = "$me" ] ||
 	fail "the harness's table does not say epoch $me"
 ok "mount holds at epoch $me (the peer's + 1); the peer is refused with it"
