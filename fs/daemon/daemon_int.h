@@ -35,6 +35,8 @@
 #define KILLPRIV_V2_DEFAULT true
 /* FUSE over io_uring when the kernel has it enabled (README: measured). */
 #define IO_URING_DEFAULT true
+/* FUSE passthrough of read-only opens (README: measured). */
+#define PASSTHROUGH_DEFAULT true
 #define DRAIN_TIMEOUT_MS 10000
 #define FENCE_STEP_MS 200
 #define RO_RETRY_MIN_MS 50

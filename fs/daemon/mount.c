@@ -85,6 +85,14 @@ long fd_reserve(void)
 	       FD_RESERVE_PER_THREAD * (TRANSPORT_MAX_WORKERS + (cpus > 0 ? cpus : 1));
 }
 
+/* "0" or "1" in the environment, else `dflt` (for A/B runs and tests). */
+static bool env_flag(const char *name, bool dflt)
+{
+	const char *v = getenv(name);
+
+	return v && (v[0] == '0' || v[0] == '1') && !v[1] ? v[0] == '1' : dflt;
+}
+
 /*
  * The one place a placement becomes policy.  Exclusive and session
  * placements have the served directory to themselves (the root lease, or
@@ -112,17 +120,11 @@ static struct lfs_config policy_for(const struct mount_opts *o,
 		.fd_limit = fds,
 		.inode_fds = inode_fds ? strtol(inode_fds, NULL, 10) : 0,
 		.files_per_user = o->files_per_user,
+		.passthrough = env_flag("LEASEFS_PASSTHROUGH",
+					PASSTHROUGH_DEFAULT),
 	};
 }
 
-
-/* "0" or "1" in the environment, else `dflt` (for A/B runs and tests). */
-static bool env_flag(const char *name, bool dflt)
-{
-	const char *v = getenv(name);
-
-	return v && (v[0] == '0' || v[0] == '1') && !v[1] ? v[0] == '1' : dflt;
-}
 
 /* Compose the layers (passthrough, gate in front) into a FUSE session and
  * mount it. */
@@ -146,7 +148,8 @@ int open_fs(struct daemon *d, struct lfs_err *err)
 	d->sess = (struct lfs_session){ .fs = d->fs, .gate = d->gate,
 					.recheck = gate_recheck,
 					.kill_suidgid = transport_kill_suidgid,
-					.serving = on_serving, .serving_ud = d };
+					.serving = on_serving, .serving_ud = d,
+					.backing = &transport_backing_ops };
 	r = build_fuse_args(d->opts, cfg.root, &args);
 	if (r == 0) {
 		d->se = fuse_session_new(&args, gate_ops(d->gate),
@@ -172,7 +175,8 @@ int open_fs(struct daemon *d, struct lfs_err *err)
 							  KILLPRIV_V2_DEFAULT),
 				  .tmpfile = env_flag("LEASEFS_TMPFILE", true),
 				  .io_uring = env_flag("LEASEFS_IO_URING",
-						       IO_URING_DEFAULT) },
+						       IO_URING_DEFAULT),
+				  .passthrough = lfs_passthrough(d->fs) },
 			  &d->transport);
 	if (r < 0)
 		return lfs_fail(err, EXIT_FAIL, r, "cannot set up the FUSE "

@@ -115,6 +115,7 @@ void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		.fd_out = -1,
 	};
 	struct fuse_entry_param e;
+	struct io_mode m;
 	struct stat st;
 	int rc = open_get(fs, uid);
 
@@ -137,8 +138,10 @@ void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	fi->fh = fh_make(a.fd_out, uid);
 	open_reply_flags(fs, fi);
+	backing_opened(req, inode_of(fs, e.ino), a.fd_out, fi->flags, false, &m);
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		/* The kernel will not release a handle it never received. */
+		backing_released(fs, fuse_req_userdata(req), inode_of(fs, e.ino));
 		drop_open(fs, a.fd_out, uid);
 		table_unref(fs, inode_of(fs, e.ino), 1);
 	}
@@ -176,6 +179,7 @@ void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct lfs_inode *inode = inode_of(fs, ino);
 	uid_t uid = fuse_req_ctx(req)->uid;
 	struct stat before;
+	struct io_mode m;
 	int fd = -1, rc = open_get(fs, uid);
 
 	if (rc < 0) {
@@ -195,8 +199,11 @@ void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	opened(fs, fd);
 	fi->fh = fh_make(fd, uid);
 	open_reply_flags(fs, fi);
-	if (fuse_reply_open(req, fi) != 0)
+	backing_opened(req, inode, fd, fi->flags, true, &m);
+	if (backing_reply_open(req, fi, &m) != 0) {
+		backing_released(fs, fuse_req_userdata(req), inode);
 		drop_open(fs, fd, uid);
+	}
 }
 
 void lfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -253,7 +260,10 @@ void lfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void lfs_release(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
-	drop_open(req_fs(req), fh_fd(fi), fh_uid(fi));
+	struct lfs *fs = req_fs(req);
+
+	backing_released(fs, fuse_req_userdata(req), inode_of(fs, ino));
+	drop_open(fs, fh_fd(fi), fh_uid(fi));
 	fuse_reply_err(req, 0);
 }
 

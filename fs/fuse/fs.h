@@ -37,11 +37,36 @@ struct lfs_config {
 	long files_per_user;       /* files and directories one caller uid
 				    * may have open; 0 = a quarter of what
 				    * the inodes leave of fd_limit */
+	bool passthrough;          /* serve read-only opens' reads from the
+				    * backing file in the kernel (FUSE
+				    * passthrough), where the session's
+				    * backing ops allow it */
 };
 
 struct lfs;
 struct gate;
 struct transport;
+
+/*
+ * FUSE passthrough's side of the wire, which the transport provides
+ * (compat/transport.h).  Registered backing files are the kernel's: an
+ * open answered with one has its reads and mmaps served from it without
+ * the daemon.
+ */
+struct lfs_backing_ops {
+	/* Whether INIT settled passthrough and the kernel still takes
+	 * backing files. */
+	bool (*available)(struct transport *t);
+	/* Register the file open at fd (any mode, O_PATH too): its id
+	 * (> 0), or -errno (-EPERM, -ELOOP, -EOPNOTSUPP: no file will do,
+	 * and available() says false from now on). */
+	int (*open)(struct transport *t, int fd);
+	void (*close)(struct transport *t, int id);
+	/* The open reply this thread sends next serves the file from
+	 * backing `id`: reads and writes through the daemon still when
+	 * `direct_io`, only mmaps from the backing file then. */
+	void (*next_reply)(int id, bool direct_io);
+};
 
 /* What a session's userdata points to: the layers of one mount.  The
  * daemon builds it; each layer reads its own member. */
@@ -62,12 +87,17 @@ struct lfs_session {
 	 * here on the mount serves.  NULL: nobody asks. */
 	void (*serving)(void *ud);
 	void *serving_ud;
+	/* FUSE passthrough (NULL: none). */
+	const struct lfs_backing_ops *backing;
 };
 
 /* Open ROOT and build the inode table; no FUSE session yet.  0 or -errno
  * (-EPERM: a privileged daemon that still holds supplementary groups). */
 int lfs_new(const struct lfs_config *cfg, struct lfs **out);
 void lfs_free(struct lfs *fs);
+/* Whether reads may be served by FUSE passthrough (cfg.passthrough, and
+ * the daemon could set it up): the transport should negotiate it. */
+bool lfs_passthrough(const struct lfs *fs);
 /* The passthrough's operations; their userdata is a struct lfs_session. */
 const struct fuse_lowlevel_ops *lfs_ops(void);
 
@@ -76,7 +106,8 @@ const struct fuse_lowlevel_ops *lfs_ops(void);
  * file the passthrough has open, and every one it opens from now on, is
  * read without updating its atime (O_NOATIME; a symlink's atime may still
  * move once, on a readlink the kernel has not cached).  Quick; call from a
- * non-FUSE thread before acknowledging the loss.
+ * non-FUSE thread before acknowledging the loss.  Files the kernel reads
+ * itself (FUSE passthrough) are read without atime from then on too.
  */
 void lfs_stop_atime(struct lfs *fs);
 

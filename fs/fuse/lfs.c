@@ -119,8 +119,10 @@ int lfs_new(const struct lfs_config *cfg, struct lfs **out)
 	fs->cfg = *cfg;
 	fs->root.fd = -1;
 	fs->mount_fd = -1;
+	fs->pt_tree_fd = fs->pt_mount_fd = -1;
 	pthread_mutex_init(&fs->lock, NULL);
 	pthread_mutex_init(&fs->open_lock, NULL);
+	pthread_mutex_init(&fs->pt_lock, NULL);
 	fs->nbuckets = LFS_TABLE_MIN_BUCKETS;
 	fs->buckets = calloc(fs->nbuckets, sizeof(*fs->buckets));
 	fs->root_path = strdup(cfg->root);
@@ -139,6 +141,9 @@ int lfs_new(const struct lfs_config *cfg, struct lfs **out)
 	rc = open_root(fs);
 	if (rc < 0)
 		goto fail;
+	/* Without the clone (an unprivileged daemon, a kernel without
+	 * open_tree) reads stay the daemon's. */
+	(void)backing_setup(fs);
 	*out = fs;
 	return 0;
 fail:
@@ -167,6 +172,12 @@ void lfs_stop_atime(struct lfs *fs)
 {
 	atomic_store(&fs->noatime, true);
 	all_fds_noatime(fs);
+	backing_noatime(fs);
+}
+
+bool lfs_passthrough(const struct lfs *fs)
+{
+	return fs->pt_mount_fd >= 0;
 }
 
 void lfs_after_loss(struct lfs *fs, struct fuse_session *se)
@@ -189,12 +200,14 @@ void lfs_free(struct lfs *fs)
 	if (!fs)
 		return;
 	table_free(fs);
+	backing_teardown(fs);
 	if (fs->root.fd >= 0)
 		close(fs->root.fd);
 	if (fs->mount_fd >= 0)
 		close(fs->mount_fd);
 	pthread_mutex_destroy(&fs->lock);
 	pthread_mutex_destroy(&fs->open_lock);
+	pthread_mutex_destroy(&fs->pt_lock);
 	free(fs->root_path);
 	free(fs);
 }

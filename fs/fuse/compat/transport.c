@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -18,6 +19,24 @@
 
 /* The protocol minor that brought FUSE_TMPFILE (uapi history). */
 #define MINOR_TMPFILE 37
+
+/* FUSE passthrough, protocol 7.40 (kernel 6.9); <linux/fuse.h> of Debian
+ * 12 predates it.  max_stack_depth is fuse_init_out's first unused word,
+ * backing_id fuse_open_out's padding. */
+#ifndef FUSE_PASSTHROUGH
+#define FUSE_PASSTHROUGH (1ULL << 37)
+#define FOPEN_PASSTHROUGH (1 << 7)
+struct fuse_backing_map {
+	int32_t fd;
+	uint32_t flags;
+	uint64_t padding;
+};
+#define FUSE_DEV_IOC_BACKING_OPEN _IOW(FUSE_DEV_IOC_MAGIC, 1, struct fuse_backing_map)
+#define FUSE_DEV_IOC_BACKING_CLOSE _IOW(FUSE_DEV_IOC_MAGIC, 2, uint32_t)
+#endif
+/* Backing files on a filesystem that is itself stacked (overlayfs) are
+ * refused: one level, so that leasefs can still be a lower layer. */
+#define PASSTHROUGH_STACK_DEPTH 1
 /* The kernel's FUSE_MIN_READ_BUFFER and FUSE_DEFAULT_MAX_PAGES_PER_REQ:
  * floors of its ring payload size (fs/fuse). */
 #define KERNEL_MIN_PAYLOAD 8192u
@@ -34,6 +53,12 @@ struct transport {
 	_Atomic uint32_t kernel_minor;
 	atomic_bool killpriv_v2;        /* negotiated */
 	atomic_bool initialized;
+	/* FUSE passthrough: negotiated by the INIT reply's sender, turned
+	 * off by the first refusal that holds for every file; counters for
+	 * status. */
+	atomic_bool passthrough;
+	_Atomic int passthrough_err;
+	atomic_ullong backing_files, backing_opens;
 	/* The io_uring queues, once INIT's reply offered them: set by the
 	 * worker that sends that reply, stopped by transport_run() after the
 	 * workers ended (status readers still read their counters), freed
@@ -55,6 +80,9 @@ struct transport {
  * pipe to peek at spliced requests' headers through. */
 static __thread bool tl_kill_suidgid;
 static __thread int tl_peek[2] = { -1, -1 };
+/* The open reply this thread sends next: its backing id (0: none). */
+static __thread int tl_backing_id;
+static __thread bool tl_backing_direct;
 
 bool transport_kill_suidgid(void)
 {
@@ -113,6 +141,19 @@ static void offer_ring(struct transport *t, struct fuse_init_out *out)
 	atomic_store(&t->ring, ring);
 }
 
+/* FUSE passthrough, if offered and wanted (the kernel takes it only
+ * without the writeback cache, which leasefs never asks for). */
+static void offer_passthrough(struct transport *t, struct fuse_init_out *out)
+{
+	if (!t->opts.passthrough || !(atomic_load(&t->offered) & FUSE_PASSTHROUGH) ||
+	    (out->flags & FUSE_WRITEBACK_CACHE))
+		return;
+	out->flags |= FUSE_INIT_EXT;
+	out->flags2 |= (uint32_t)(FUSE_PASSTHROUGH >> 32);
+	out->unused[0] = PASSTHROUGH_STACK_DEPTH;
+	atomic_store(&t->passthrough, true);
+}
+
 /* INIT's reply: what libfuse 3.14 cannot ask for, if the kernel offers it
  * and the daemon wants it. */
 static void amend_init_reply(struct transport *t, struct iovec *iov, int count)
@@ -130,8 +171,10 @@ static void amend_init_reply(struct transport *t, struct iovec *iov, int count)
 		out->flags &= ~FUSE_HANDLE_KILLPRIV;
 		atomic_store(&t->killpriv_v2, true);
 	}
-	if (iov[1].iov_len >= sizeof(*out))
+	if (iov[1].iov_len >= sizeof(*out)) {
+		offer_passthrough(t, out);
 		offer_ring(t, out);
+	}
 	atomic_store(&t->initialized, true);
 }
 
@@ -157,12 +200,37 @@ static ssize_t as_syscall(ssize_t r)
 	return -1;
 }
 
+/* A successful open reply that transport_backing_ops.next_reply() named:
+ * the backing id, and the flags the kernel requires with it (no kept
+ * page cache: the inode's pages are not used in passthrough). */
+static void amend_open_reply(struct iovec *iov, int count)
+{
+	const struct fuse_out_header *oh = iov[0].iov_base;
+	struct fuse_open_out *o;
+
+	if (count < 2 || iov[0].iov_len < sizeof(*oh) || oh->error != 0 ||
+	    iov[1].iov_len != sizeof(*o))
+		return;
+	o = iov[1].iov_base;
+	o->open_flags &= ~(uint32_t)FOPEN_KEEP_CACHE;
+	o->open_flags |= FOPEN_PASSTHROUGH;
+	if (tl_backing_direct)
+		o->open_flags |= FOPEN_DIRECT_IO;
+	o->padding = (uint32_t)tl_backing_id;
+}
+
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *ud)
 {
 	struct transport *t = transport_of(ud);
 	uint64_t init = atomic_load(&t->init_unique);
 	bool is_init;
-	ssize_t n = ring_reply(iov, count);
+	ssize_t n;
+
+	if (tl_backing_id) {
+		amend_open_reply(iov, count);
+		tl_backing_id = 0;
+	}
+	n = ring_reply(iov, count);
 
 	if (n != -ENOENT)
 		return as_syscall(n);
@@ -506,5 +574,63 @@ void transport_state(const struct transport *t, struct transport_state *out)
 		.io_uring_queues = rs.queues,
 		.io_uring_requests = rs.requests,
 		.io_uring_error = rs.error ? rs.error : atomic_load(&m->ring_err),
+		.passthrough = atomic_load(&m->passthrough),
+		.backing_files = atomic_load(&m->backing_files),
+		.backing_opens = atomic_load(&m->backing_opens),
+		.passthrough_error = atomic_load(&m->passthrough_err),
 	};
 }
+
+/* ---- FUSE passthrough's backing files ----------------------------------- */
+
+static bool backing_available(struct transport *t)
+{
+	return t && atomic_load(&t->passthrough);
+}
+
+/* Refusals that no other file would escape: no CAP_SYS_ADMIN, a stacked
+ * backing filesystem, a kernel without passthrough. */
+static bool refuses_all(int err)
+{
+	return err == -EPERM || err == -ELOOP || err == -EOPNOTSUPP ||
+	       err == -ENOTTY;
+}
+
+static int backing_open(struct transport *t, int fd)
+{
+	struct fuse_backing_map map = { .fd = fd };
+	int id = ioctl(fuse_session_fd(t->se), FUSE_DEV_IOC_BACKING_OPEN, &map);
+
+	if (id > 0) {
+		atomic_fetch_add(&t->backing_files, 1);
+		atomic_fetch_add(&t->backing_opens, 1);
+		return id;
+	}
+	id = id < 0 ? -errno : -EIO;
+	if (refuses_all(id)) {
+		atomic_store(&t->passthrough_err, id);
+		atomic_store(&t->passthrough, false);
+	}
+	return id;
+}
+
+static void backing_close(struct transport *t, int id)
+{
+	uint32_t v = (uint32_t)id;
+
+	if (ioctl(fuse_session_fd(t->se), FUSE_DEV_IOC_BACKING_CLOSE, &v) == 0)
+		atomic_fetch_sub(&t->backing_files, 1);
+}
+
+static void backing_next_reply(int id, bool direct_io)
+{
+	tl_backing_id = id;
+	tl_backing_direct = direct_io;
+}
+
+const struct lfs_backing_ops transport_backing_ops = {
+	.available = backing_available,
+	.open = backing_open,
+	.close = backing_close,
+	.next_reply = backing_next_reply,
+};

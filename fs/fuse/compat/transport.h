@@ -14,13 +14,18 @@
  *    offers it: the INIT reply asks for it once the queues are set up,
  *    replies to ring requests go back through their entries, and the
  *    /dev/fuse workers keep serving what the kernel still sends there
- *    (forgets, interrupts, requests before the queues registered).
+ *    (forgets, interrupts, requests before the queues registered);
+ *  - negotiate FUSE passthrough (kernel >= 6.9) and register backing files
+ *    for it (FUSE_DEV_IOC_BACKING_OPEN), amending the open reply with the
+ *    backing id libfuse 3.14's fuse_open_out has no field for
+ *    (transport_backing_ops).
  * The kernel's structures come from its uapi header (<linux/fuse.h>).
  *
  * compat/ goes when the libfuse the project builds on (Debian's) asks for
  * these itself: FUSE_CAP_HANDLE_KILLPRIV_V2 with the kill flags handed to
- * the filesystem, and FUSE over io_uring (both in upstream releases after
- * 3.14; check the one Debian ships before deleting).  FUSE_TMPFILE has no
+ * the filesystem, FUSE over io_uring and FUSE_CAP_PASSTHROUGH with
+ * fuse_passthrough_open() (all in upstream releases after 3.14; check the
+ * one Debian ships before deleting).  FUSE_TMPFILE has no
  * libfuse support at all yet: that part stays until it has.  The session
  * then runs libfuse's own loop again and this folder, with its copies of
  * <linux/fuse.h> declarations, is deleted.
@@ -44,6 +49,8 @@ struct transport_opts {
 	bool killpriv_v2;
 	bool tmpfile;
 	bool io_uring;          /* FUSE over io_uring (ring.h) */
+	bool passthrough;       /* FUSE passthrough of reads (needs
+				 * CAP_SYS_ADMIN for its backing files) */
 };
 
 /* What INIT settled (all false until the kernel's INIT was answered). */
@@ -57,6 +64,11 @@ struct transport_state {
 	unsigned io_uring_queues;
 	uint64_t io_uring_requests; /* served through the queues */
 	int io_uring_error;        /* -errno: why not, or a queue's failure */
+	bool passthrough;          /* negotiated, and no backing file refused
+				    * for a reason that holds for every file */
+	uint64_t backing_files;    /* backing files registered now */
+	uint64_t backing_opens;    /* ... ever */
+	int passthrough_error;     /* -errno: why the kernel stopped taking them */
 };
 
 /* On a mounted session (after fuse_session_mount()): installs the custom
@@ -83,5 +95,9 @@ void transport_state(const struct transport *t, struct transport_state *out);
  * must clear set-user-ID (and set-group-ID with group execute) itself.
  * Valid while one request is processed, on its worker thread. */
 bool transport_kill_suidgid(void);
+
+/* The passthrough's backing file operations (fs.h), over this transport's
+ * /dev/fuse; the session's `transport` member is theirs. */
+extern const struct lfs_backing_ops transport_backing_ops;
 
 #endif
