@@ -133,7 +133,7 @@ int open_fs(struct daemon *d, struct lfs_err *err)
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct lfs_config cfg = policy_for(d->opts, coord_root(d->coord));
 	const char *unknown = NULL;
-	int r = lfs_new(&cfg, &d->fs);
+	int pt, r = lfs_new(&cfg, &d->fs);
 
 	if (r == 0)
 		r = gate_new(d->coord, lfs_ops(), &d->gate, &unknown);
@@ -170,13 +170,15 @@ int open_fs(struct daemon *d, struct lfs_err *err)
 		return lfs_fail(err, EXIT_FAIL, r, "cannot apply the atime "
 				"options to %s: %s", d->opts->mountpoint,
 				strerror(-r));
+	pt = lfs_passthrough(d->fs);
 	r = transport_new(d->se, &(struct transport_opts){
 				  .killpriv_v2 = env_flag("LEASEFS_KILLPRIV_V2",
 							  KILLPRIV_V2_DEFAULT),
 				  .tmpfile = env_flag("LEASEFS_TMPFILE", true),
 				  .io_uring = env_flag("LEASEFS_IO_URING",
 						       IO_URING_DEFAULT),
-				  .passthrough = lfs_passthrough(d->fs) },
+				  .passthrough = pt > 0,
+				  .passthrough_error = pt < 0 ? pt : 0 },
 			  &d->transport);
 	if (r < 0)
 		return lfs_fail(err, EXIT_FAIL, r, "cannot set up the FUSE "

@@ -43,8 +43,12 @@ static int open_tree_clone(int dirfd)
 
 int backing_setup(struct lfs *fs)
 {
-	if (!fs->cfg.passthrough || !fs->switch_creds || fs->root_mnt_id < 0)
+	if (!fs->cfg.passthrough)
 		return 0;
+	if (!fs->switch_creds)
+		return -EPERM;          /* backing files need CAP_SYS_ADMIN */
+	if (fs->root_mnt_id < 0)
+		return -EOPNOTSUPP;     /* no file handles to open them by */
 	fs->pt_tree_fd = open_tree_clone(fs->root.fd);
 	if (fs->pt_tree_fd < 0)
 		return neg_errno();

@@ -95,9 +95,11 @@ struct lfs_session {
  * (-EPERM: a privileged daemon that still holds supplementary groups). */
 int lfs_new(const struct lfs_config *cfg, struct lfs **out);
 void lfs_free(struct lfs *fs);
-/* Whether reads may be served by FUSE passthrough (cfg.passthrough, and
- * the daemon could set it up): the transport should negotiate it. */
-bool lfs_passthrough(const struct lfs *fs);
+/* Whether reads may be served by FUSE passthrough: 1 (the transport
+ * should negotiate it), 0 (cfg.passthrough is off) or -errno (asked for,
+ * but it cannot be set up: -EPERM for an unprivileged daemon, -EOPNOTSUPP
+ * for a root without file handles). */
+int lfs_passthrough(const struct lfs *fs);
 /* The passthrough's operations; their userdata is a struct lfs_session. */
 const struct fuse_lowlevel_ops *lfs_ops(void);
 

@@ -143,7 +143,7 @@ int lfs_new(const struct lfs_config *cfg, struct lfs **out)
 		goto fail;
 	/* Without the clone (an unprivileged daemon, a kernel without
 	 * open_tree) reads stay the daemon's. */
-	(void)backing_setup(fs);
+	fs->pt_setup_err = backing_setup(fs);
 	*out = fs;
 	return 0;
 fail:
@@ -175,9 +175,11 @@ void lfs_stop_atime(struct lfs *fs)
 	backing_noatime(fs);
 }
 
-bool lfs_passthrough(const struct lfs *fs)
+int lfs_passthrough(const struct lfs *fs)
 {
-	return fs->pt_mount_fd >= 0;
+	if (fs->pt_mount_fd >= 0)
+		return 1;
+	return fs->cfg.passthrough ? fs->pt_setup_err : 0;
 }
 
 void lfs_after_loss(struct lfs *fs, struct fuse_session *se)

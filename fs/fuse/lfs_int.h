@@ -75,6 +75,7 @@ struct lfs {
 	 * alone after loss; -1 when passthrough is off.  Immutable after
 	 * lfs_new(). */
 	int pt_tree_fd;         /* the clone (open_tree) */
+	int pt_setup_err;       /* -errno: why there is no clone */
 	int pt_mount_fd;        /* its root, O_RDONLY: open_by_handle_at's */
 	/* pt_lock protects each inode's opens, backing_id, pt_wrote and
 	 * cache_stale; held across the backing file's registration (an

@@ -577,7 +577,9 @@ void transport_state(const struct transport *t, struct transport_state *out)
 		.passthrough = atomic_load(&m->passthrough),
 		.backing_files = atomic_load(&m->backing_files),
 		.backing_opens = atomic_load(&m->backing_opens),
-		.passthrough_error = atomic_load(&m->passthrough_err),
+		.passthrough_error = atomic_load(&m->passthrough_err) ?
+				     atomic_load(&m->passthrough_err) :
+				     t->opts.passthrough_error,
 	};
 }
 

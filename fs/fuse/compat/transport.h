@@ -51,6 +51,7 @@ struct transport_opts {
 	bool io_uring;          /* FUSE over io_uring (ring.h) */
 	bool passthrough;       /* FUSE passthrough of reads (needs
 				 * CAP_SYS_ADMIN for its backing files) */
+	int passthrough_error;  /* -errno: why it was not asked for */
 };
 
 /* What INIT settled (all false until the kernel's INIT was answered). */
