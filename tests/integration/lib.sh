@@ -76,6 +76,76 @@ mount_ws() {
 	[ -z "${LEASEFS_IT_TRANSPORT:-}" ] || expect_transport "$mnt" "$LEASEFS_IT_TRANSPORT"
 }
 
+# stall_write_start FILE: a host process appends 10 bytes to FILE (a path
+# on the backing store, not on a mount) from a buffer that is an mmap of a
+# FUSE file whose daemon is then stopped.  Returns once that process sits
+# in write(2), faulting on the FUSE page while it holds FILE's inode lock,
+# so anything else writing FILE waits in the kernel until
+# stall_write_finish.  Sets STALL_PID (the writer) and STALL_TRAP (the
+# stopped daemon).  One stall at a time.
+stall_write_start() {
+	local file=$1 d=$T/stall-trap line
+	mkdir -p "$d/r"
+	head -c 65536 /dev/zero | tr "\\0" x > "$d/r/buf"   # text: tests read FILE back
+	# With passthrough the fault would be served from the backing file,
+	# without the daemon: the trap must go through it.
+	LEASEFS_PASSTHROUGH=0 mount_ws "$d/r" "$d/m"
+	STALL_TRAP=$DAEMON_PID
+	[ "$(fuse_get "$d/m" passthrough)" = False ] || fail "the stall trap mount passes through"
+	cat > "$d/stall.py" <<-'PY'
+	import mmap, os, sys
+	fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+	src = os.open(sys.argv[2], os.O_RDONLY | os.O_CLOEXEC)
+	m = mmap.mmap(src, 65536, prot=mmap.PROT_READ)
+	print("ready", flush=True)
+	sys.stdin.readline()
+	os.write(fd, memoryview(m)[:10])   # faults on the FUSE page under the inode lock
+	print("written", flush=True)
+	PY
+	coproc STALLW { exec python3 -u "$d/stall.py" "$file" "$d/m/buf"; }
+	STALL_PID=$STALLW_PID; PIDS+=("$STALL_PID")
+	read -r -t 30 line <&"${STALLW[0]}" || line="(nothing)"
+	[ "$line" = ready ] || fail "stall helper: $line"
+	kill -STOP "$STALL_TRAP"
+	wait_until 10 stall_trap_stopped || fail "the stall trap daemon $STALL_TRAP did not stop"
+	echo go >&"${STALLW[1]}"
+	wait_until 10 stall_in_write || fail "the stall helper is not blocked in write(2): $(stall_state)"
+}
+
+# Every thread of the trap daemon is stopped (kill -STOP is asynchronous).
+stall_trap_stopped() {
+	local s
+	for s in /proc/"$STALL_TRAP"/task/*/stat; do
+		[ "$(cut -d' ' -f3 "$s" 2>/dev/null)" = T ] || return 1
+	done
+}
+
+# The helper is alive and inside write(2) (syscall number 1 on x86-64).
+stall_in_write() {
+	[ -d "/proc/$STALL_PID" ] || fail "the stall helper exited: $(stall_state)"
+	[ "$(cut -d' ' -f1 "/proc/$STALL_PID/syscall" 2>/dev/null)" = 1 ]
+}
+
+# What the helper is doing, for a failure message.
+stall_state() {
+	local line
+	if [ -d "/proc/$STALL_PID" ]; then
+		echo "state $(cut -d' ' -f3 "/proc/$STALL_PID/stat") syscall $(cut -d' ' -f1 "/proc/$STALL_PID/syscall")" \
+		     "wchan $(cat "/proc/$STALL_PID/wchan")"
+	else
+		read -r -t 1 line <&"${STALLW[0]}" || line="(no output)"
+		echo "gone, it printed: $line"
+	fi
+}
+
+# stall_write_finish: the trap daemon answers again; the stalled write lands.
+stall_write_finish() {
+	local line
+	kill -CONT "$STALL_TRAP"
+	read -r -t 30 line <&"${STALLW[0]}" || line="(nothing)"
+	[ "$line" = written ] || fail "stall helper: $line"
+}
+
 # fuse_get MNT KEY: a key of the status JSON's "fuse" object.
 fuse_get() {
 	"$LEASEFS" status "$1" --json |

@@ -257,32 +257,11 @@ adv_nested_hosts() {
 #    answer) keeps the lease through `leasefs umount`, released only once
 #    the write landed.
 adv_stuck_write() {
-	local R=$T/r48 M=$T/m48 lease spid ptrap
-	mkdir -p "$T/trap48"
-	head -c 65536 /dev/zero > "$T/trap48/buf"
-	mount_ws "$T/trap48" "$T/trapm48"
-	ptrap=$DAEMON_PID
+	local R=$T/r48 M=$T/m48 lease
 	mount_ws "$R" "$M"
 	lease=$(status_of "$M" lease)
 	echo before > "$M/f"
-	cat > "$T/stall48.py" <<'PY'
-import mmap, os, sys
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
-src = os.open(sys.argv[2], os.O_RDONLY)
-m = mmap.mmap(src, 65536, prot=mmap.PROT_READ)
-print("ready", flush=True)
-sys.stdin.readline()
-os.write(fd, memoryview(m)[:10])
-print("written", flush=True)
-PY
-	coproc STALL48 { exec python3 -u "$T/stall48.py" "$R/f" "$T/trapm48/buf"; }
-	spid=$STALL48_PID; PIDS+=("$spid")
-	read -r line <&"${STALL48[0]}"; [ "$line" = ready ] || fail "stall helper: $line"
-	kill -STOP "$ptrap"
-	at_exit "kill -CONT $ptrap"
-	echo go >&"${STALL48[1]}"
-	wait_until 10 bash -c "[ \"\$(cut -d' ' -f1 /proc/$spid/syscall)\" = 1 ]" ||
-		fail "the helper is not blocked in write(2)"
+	stall_write_start "$R/f"
 	(timeout 120 bash -c "echo late >> '$M/f'" 2>/dev/null || true) &
 	wait_until 10 has_line '^leasefs_mutations_in_flight.* 1$' "$LEASEFS" metrics "$M" ||
 		fail "the write was not admitted"
@@ -293,8 +272,7 @@ PY
 	sleep 12   # past the old second drain limit: a condition that must stay
 	has_line '^state: *held' "$LEASEFS" lease show "$lease" ||
 		fail "the root lease was released while a write under it was stuck"
-	kill -CONT "$ptrap"
-	read -r line <&"${STALL48[0]}"; [ "$line" = written ] || fail "stall helper: $line"
+	stall_write_finish
 	wait_until 30 test -e "$T/u48.rc" || fail "umount never finished"
 	# Its caller may have seen the unmount end the request (ECONNABORTED);
 	# the backing write, admitted before, landed all the same, before the

@@ -29,15 +29,6 @@ IT_TIMEOUT=${IT_TIMEOUT:-300}
 EP=${LEASEFS_ETCD_ENDPOINTS%%,*}
 U="etcd://$EP/leasefs-it-fence-$$"
 UD="etcd://$EP/leasefs-it-gap-$$"
-STOPPED=()
-cleanup_fence() {
-	local rc=$? p
-	set +e
-	for p in "${STOPPED[@]}"; do kill -CONT "$p" 2>/dev/null; done
-	(exit $rc)
-	cleanup
-}
-trap cleanup_fence EXIT
 now_ms() { date +%s%3N; }
 start_host_b
 
@@ -169,30 +160,10 @@ sec_d() {
 # ---------------------------------------------------------------- (e)
 sec_e() {
 	R=$T/re MA=$T/mea MB=$T/meb TTL=3
-	mkdir -p "$T/trapr"
-	head -c 65536 /dev/zero > "$T/trapr/buf"
-	mount_ws "$T/trapr" "$T/trapm"            # a FUSE file that can stop answering
-	ptrap=$DAEMON_PID
 	mount_ws "$R" "$MA" --leases="$UD" --ttl=$TTL
 	echo before > "$MA/f"
 	lease=$(status_of "$MA" lease)
-	cat > "$T/stall.py" <<-'PY'
-	import mmap, os, sys
-	fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
-	src = os.open(sys.argv[2], os.O_RDONLY)
-	m = mmap.mmap(src, 65536, prot=mmap.PROT_READ)
-	print("ready", flush=True)
-	sys.stdin.readline()
-	os.write(fd, memoryview(m)[:10])   # faults on the FUSE page inside ext4's inode lock
-	print("written", flush=True)
-	PY
-	coproc STALL { exec python3 -u "$T/stall.py" "$R/f" "$T/trapm/buf"; }
-	spid=$STALL_PID; PIDS+=("$spid")
-	read -r line <&"${STALL[0]}"; [ "$line" = ready ] || fail "(e) stall helper: $line"
-	kill -STOP "$ptrap"; STOPPED+=("$ptrap")
-	echo go >&"${STALL[1]}"
-	in_write() { [ "$(cut -d' ' -f1 "/proc/$spid/syscall" 2>/dev/null)" = 1 ]; }
-	wait_until 10 in_write || fail "(e) the helper is not blocked in write(2)"
+	stall_write_start "$R/f"
 	(rc=0; timeout 60 bash -c "echo late >> '$MA/f'" || rc=$?; echo $rc >"$T/w-e.rc") &
 	inflight() { [ "$("$LEASEFS" metrics "$MA" | awk '/^leasefs_mutations_in_flight/ { print $2 }')" = 1 ]; }
 	wait_until 10 inflight || fail "(e) the write was not admitted"
@@ -201,8 +172,7 @@ sec_e() {
 	mkdir -p "$MB"; MOUNTS+=("$MB")
 	rc=0; out=$(on_b timeout 30 "$LEASEFS" mount --leases="$UD" --ttl=$TTL "$R" "$MB" 2>&1) || rc=$?
 	[ $rc -eq 75 ] || fail "(e) a successor mounted while a write was stalled (rc $rc: $out)"
-	kill -CONT "$ptrap"
-	read -r line <&"${STALL[0]}"; [ "$line" = written ] || fail "(e) stall helper: $line"
+	stall_write_finish
 	wait_until 20 test -e "$T/w-e.rc" || fail "(e) the stalled write never returned"
 	[ "$(cat "$T/w-e.rc")" = 0 ] || fail "(e) the stalled write, admitted before the loss, failed"
 	on_b timeout 30 "$LEASEFS" mount --leases="$UD" --ttl=$TTL --wait=20 "$R" "$MB" ||
