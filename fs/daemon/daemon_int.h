@@ -36,7 +36,7 @@
 /* FUSE over io_uring when the kernel has it enabled (README: measured). */
 #define IO_URING_DEFAULT true
 /* FUSE passthrough of read-only opens (README: measured). */
-#define PASSTHROUGH_DEFAULT true
+#define PASSTHROUGH_DEFAULT false
 #define DRAIN_TIMEOUT_MS 10000
 #define FENCE_STEP_MS 200
 #define RO_RETRY_MIN_MS 50

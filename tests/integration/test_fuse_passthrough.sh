@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # FUSE passthrough of read-only opens, on a real mount:
-#  (a) status says it is on (kernel protocol >= 7.40, a root daemon), and
-#      LEASEFS_PASSTHROUGH=0 turns it off;
+#  (a) it is off by default, and LEASEFS_PASSTHROUGH=1 turns it on (kernel
+#      protocol >= 7.40, a root daemon), status saying so;
 #  (b) reads of a read-only open never reach the daemon (its read counter
 #      stays), and return the file's bytes; with it off they do reach it;
 #  (c) mixed opens stay correct: a writer that opens while a reader is in
@@ -13,12 +13,16 @@
 #  (e) after loss: a file opened before and one opened after keep reading,
 #      writes are refused, and no atime moves in ROOT;
 #  (f) a ROOT the kernel will not pass through (on overlayfs) is served
-#      through the daemon, status saying why.
+#      through the daemon, status saying why;
+#  (g) why it is off by default: on a default mount, a shared writable
+#      mapping of a file opened for writing while a reader has it open
+#      writes nothing to ROOT after loss (with passthrough on the kernel
+#      maps the backing file itself, and those stores would land: README).
 . "$(dirname "$0")/lib.sh"
 
 R=$T/root M=$T/mnt R0=$T/root0 M0=$T/mnt0
-mount_ws "$R" "$M"
-LEASEFS_PASSTHROUGH=0 mount_ws "$R0" "$M0"
+LEASEFS_PASSTHROUGH=1 mount_ws "$R" "$M"
+mount_ws "$R0" "$M0"
 
 minor=$(fuse_get "$M" kernel_minor)
 if [ "$minor" -lt 40 ]; then
@@ -33,8 +37,8 @@ reads_of() {
 # --- (a) ------------------------------------------------------------------
 [ "$(fuse_get "$M" passthrough)" = True ] ||
 	fail "passthrough not on: $(fuse_get "$M" passthrough_error)"
-[ "$(fuse_get "$M0" passthrough)" = False ] || fail "LEASEFS_PASSTHROUGH=0 ignored"
-ok "passthrough on by default, off with LEASEFS_PASSTHROUGH=0"
+[ "$(fuse_get "$M0" passthrough)" = False ] || fail "passthrough on by default"
+ok "passthrough off by default, on with LEASEFS_PASSTHROUGH=1"
 
 # --- (b) ------------------------------------------------------------------
 head -c 8M /dev/urandom >"$R/data"
@@ -141,7 +145,7 @@ mkdir -p "$O/lower" "$O/upper" "$O/work" "$O/merged"
 echo layered >"$O/lower/f"
 MOUNTS+=("$O/merged")
 if mount -t overlay overlay -o "lowerdir=$O/lower,upperdir=$O/upper,workdir=$O/work" "$O/merged" 2>/dev/null; then
-	mount_ws "$O/merged" "$T/movl"
+	LEASEFS_PASSTHROUGH=1 mount_ws "$O/merged" "$T/movl"
 	[ "$(cat "$T/movl/f")" = layered ] || fail "read on an overlayfs root"
 	wait_until 5 has_line '^False$' fuse_get "$T/movl" passthrough ||
 		fail "overlayfs root: passthrough still said on"
@@ -151,3 +155,31 @@ if mount -t overlay overlay -o "lowerdir=$O/lower,upperdir=$O/upper,workdir=$O/w
 else
 	echo "SKIP: (f) cannot mount overlayfs here"
 fi
+
+# --- (g) ------------------------------------------------------------------
+echo AAAAAAAA >"$M0/shared"
+python3 - "$M0/shared" "$LEASEFS" "$(status_of "$M0" lease)" <<'PY' || fail "(g) mapping after loss"
+import errno, mmap, os, subprocess, sys, time
+p, leasefs, lease = sys.argv[1:]
+r = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
+w = os.open(p, os.O_RDWR | os.O_CLOEXEC)
+m = mmap.mmap(w, 8)
+subprocess.run([leasefs, "lease", "revoke", lease], check=True, stdout=subprocess.DEVNULL)
+deadline = time.monotonic() + 5
+while True:                      # the daemon hears of the loss
+    try:
+        os.close(os.open(os.path.dirname(p) + "/probe-g", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+    except OSError as e:
+        if e.errno != errno.EROFS:
+            raise
+        break
+    assert time.monotonic() < deadline, "no EROFS after revoke"
+    time.sleep(0.02)
+m[0:4] = b"ZZZZ"
+try:
+    m.flush()
+except OSError:
+    pass                         # EROFS: the writeback was refused
+PY
+[ "$(cat "$R0/shared")" = AAAAAAAA ] || fail "(g) a mapping's store reached ROOT after loss: $(cat "$R0/shared")"
+ok "(g) default mount: a shared writable mapping beside a reader writes nothing to ROOT after loss"
