@@ -561,6 +561,7 @@ void transport_state(const struct transport *t, struct transport_state *out)
 	uint32_t minor = atomic_load(&m->kernel_minor);
 	struct ring *ring = atomic_load(&m->ring);
 	struct ring_stats rs = { 0 };
+	int pt_err = atomic_load(&m->passthrough_err);
 
 	if (ring)
 		ring_stats(ring, &rs);
@@ -577,9 +578,7 @@ void transport_state(const struct transport *t, struct transport_state *out)
 		.passthrough = atomic_load(&m->passthrough),
 		.backing_files = atomic_load(&m->backing_files),
 		.backing_opens = atomic_load(&m->backing_opens),
-		.passthrough_error = atomic_load(&m->passthrough_err) ?
-				     atomic_load(&m->passthrough_err) :
-				     t->opts.passthrough_error,
+		.passthrough_error = pt_err ? pt_err : t->opts.passthrough_error,
 	};
 }
 
