@@ -286,14 +286,15 @@ void lfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * but every chown; a chown as the caller clears what the backing fs
 	 * clears for it, except for a uid 0 caller without CAP_FSETID, which
 	 * acts with the daemon's: its clearing is judged on the mode and
-	 * group before the chown, as the kernel judges it. */
+	 * group before the chown, as the kernel judges it.  A file without
+	 * set-ID bits has nothing to clear, and the caller's capabilities
+	 * (a read of /proc) are not needed. */
 	bool chown_kill = fd >= 0 && kill_flagged(req) &&
 			  (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
-			  fuse_req_ctx(req)->uid == 0 && caller_lacks_fsetid(req);
+			  fuse_req_ctx(req)->uid == 0 && has_sxid(fd, &st) &&
+			  caller_lacks_fsetid(req);
 	int rc = 0;
 
-	if (chown_kill)
-		rc = stat_fd(fd, &st);
 	if (kill)
 		a.valid &= ~FUSE_SET_ATTR_MODE;
 	if (!rc)
