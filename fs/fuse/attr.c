@@ -293,12 +293,11 @@ void lfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			  (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
 			  fuse_req_ctx(req)->uid == 0 && has_sxid(fd, &st) &&
 			  caller_lacks_fsetid(req);
-	int rc = 0;
+	int rc;
 
 	if (kill)
 		a.valid &= ~FUSE_SET_ATTR_MODE;
-	if (!rc)
-		rc = fd < 0 ? fd : as_caller(req, setattr_fn, &a);
+	rc = fd < 0 ? fd : as_caller(req, setattr_fn, &a);
 	if (!rc && kill)
 		rc = chmod_as_daemon(fs, fd, attr->st_mode & 07777);
 	if (!rc && chown_kill)
