@@ -14,9 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "lfs_int.h"
+
+#ifndef RWF_NOAPPEND
+#define RWF_NOAPPEND 0x00000020   /* Linux 6.9 */
+#endif
 
 /* ---- files -------------------------------------------------------------- */
 
@@ -217,6 +222,57 @@ void lfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 }
 
+/* pwrite at `off` on an fd that may be O_APPEND: the bytes written or
+ * -errno.  Where the kernel predates RWF_NOAPPEND (6.9), through a reopen
+ * of the same file without O_APPEND, which needs the acting caller's write
+ * permission at that moment. */
+static ssize_t pwrite_noappend(int fd, void *buf, size_t len, off_t off)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	char p[PROC_FD_PATH_MAX];
+	ssize_t n = pwritev2(fd, &iov, 1, off, RWF_NOAPPEND);
+	int wfd;
+
+	if (n >= 0)
+		return n;
+	if (errno != EOPNOTSUPP && errno != EINVAL)
+		return neg_errno();
+	wfd = open(proc_path(p, fd), O_WRONLY | O_CLOEXEC);
+	if (wfd < 0)
+		return neg_errno();
+	n = pwrite(wfd, buf, len, off);
+	n = n < 0 ? neg_errno() : n;
+	close(wfd);
+	return n;
+}
+
+/* The kernel's write-back of shared-mmap'd pages (fi->writepage) is meant
+ * for its offset, but on a backing fd opened O_APPEND a write lands at the
+ * end of the file: the pages would be lost and the file would grow.  Such
+ * a write is taken into memory and written where it was meant. */
+static ssize_t write_back_pages(struct fuse_bufvec *in, int fd, off_t off)
+{
+	size_t size = fuse_buf_size(in);
+	struct fuse_bufvec mem = FUSE_BUFVEC_INIT(size);
+	ssize_t n;
+
+	mem.buf[0].mem = malloc(size ? size : 1);
+	if (!mem.buf[0].mem)
+		return -ENOMEM;
+	n = fuse_buf_copy(&mem, in, 0);
+	if (n >= 0)
+		n = pwrite_noappend(fd, mem.buf[0].mem, (size_t)n, off);
+	free(mem.buf[0].mem);
+	return n;
+}
+
+static bool fd_appends(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl >= 0 && (fl & O_APPEND);
+}
+
 void lfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_bufvec *in, off_t off,
 			  struct fuse_file_info *fi)
@@ -233,7 +289,9 @@ void lfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 	 * capabilities on a write exactly as natively for this caller. */
 	act_as_caller(req);
 	n = may_mutate(req);
-	if (n == 0)
+	if (n == 0 && fi->writepage && fd_appends(fh_fd(fi)))
+		n = write_back_pages(in, fh_fd(fi), off);
+	else if (n == 0)
 		n = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
 	if (n >= 0 && sxid) {
 		int k = settle_sxid(req, ino, fh_fd(fi), &before);
