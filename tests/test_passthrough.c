@@ -114,7 +114,7 @@ static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
 	struct lfs_config cfg = { .entry_timeout = 1, .attr_timeout = 1,
-				  .keep_cache = true };
+				  .keep_cache = true, .direct_writes = true };
 
 	assert_non_null(f);
 	/* As the daemon's process setup does: a privileged passthrough
@@ -324,6 +324,122 @@ static void test_rename(void **state)
 	assert_int_equal(stat(backing(f, "b"), &st), 0);
 }
 
+/* ---- how opens are served ------------------------------------------------- */
+
+/* A wire that lets direct_io opens be mapped shared, or not, and has no
+ * passthrough. */
+static bool wire_mmap;
+
+static bool no_passthrough(struct transport *t)
+{
+	(void)t;
+	return false;
+}
+
+static bool fake_direct_mmap(struct transport *t)
+{
+	(void)t;
+	return wire_mmap;
+}
+
+static const struct lfs_wire_ops fake_wire = {
+	.passthrough = no_passthrough,
+	.direct_mmap = fake_direct_mmap,
+};
+
+/* Open `ino` with `flags`; the reply's file info. */
+static struct fuse_file_info open_as(struct fx *f, fuse_ino_t ino, int flags)
+{
+	struct fuse_file_info fi = { .flags = flags };
+
+	lfs_ops()->open(req_of(f), ino, &fi);
+	if (f->req.err != -1)
+		fail_msg("open %#x: error %d", flags, f->req.err);
+	assert_true(f->req.open);
+	return f->req.fi;
+}
+
+static void release(struct fx *f, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	lfs_ops()->release(req_of(f), ino, fi);
+	assert_int_equal(f->req.err, 0);
+}
+
+/* A write-only open of an idle inode starts a direct period: it and every
+ * open that joins are direct; once it ends, the next open drops the page
+ * cache (a mapping may have read under a direct write) and the one after
+ * keeps it again.  A writer joining a cached period stays cached. */
+static void test_direct_periods(void **state)
+{
+	struct fx *f = *state;
+	struct fuse_file_info fi = { .flags = O_WRONLY | O_CREAT }, w, r, r2;
+	fuse_ino_t ino;
+
+	wire_mmap = true;
+	f->req.sess.wire = &fake_wire;
+	lfs_ops()->create(req_of(f), FUSE_ROOT_ID, "w", 0644, &fi);
+	assert_true(f->req.create);
+	w = f->req.fi;
+	ino = f->req.e.ino;
+	assert_true(w.direct_io);
+	r = open_as(f, ino, O_RDONLY);
+	assert_true(r.direct_io);
+	release(f, ino, &w);
+	release(f, ino, &r);
+
+	r = open_as(f, ino, O_RDONLY);
+	assert_false(r.direct_io);
+	assert_false(r.keep_cache);
+	r2 = open_as(f, ino, O_RDONLY);
+	assert_true(r2.keep_cache);
+	w = open_as(f, ino, O_WRONLY);
+	assert_false(w.direct_io);          /* joins the cached period */
+	assert_true(w.keep_cache);
+	release(f, ino, &w);
+	release(f, ino, &r2);
+	release(f, ino, &r);
+
+	w = open_as(f, ino, O_WRONLY | O_TRUNC);
+	assert_true(w.direct_io);
+	release(f, ino, &w);
+	w = open_as(f, ino, O_RDWR);
+	assert_false(w.direct_io);
+	assert_false(w.keep_cache);
+	release(f, ino, &w);
+	lfs_ops()->forget(req_of(f), ino, 1);
+}
+
+/* No direct period where it is off, or where the wire could not map a
+ * direct open (a reader joining it could not mmap the file); read-write
+ * creates are cached. */
+static void test_no_direct_period(void **state)
+{
+	static const struct {
+		bool mmap, wire;
+		int flags;
+	} cases[] = {
+		{ false, true, O_WRONLY | O_CREAT },
+		{ true, true, O_RDWR | O_CREAT },
+		{ true, false, O_WRONLY | O_CREAT },
+	};
+	struct fx *f = *state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct fuse_file_info fi = { .flags = cases[i].flags };
+		char name[16];
+
+		wire_mmap = cases[i].mmap;
+		f->req.sess.wire = cases[i].wire ? &fake_wire : NULL;
+		snprintf(name, sizeof(name), "n%zu", i);
+		lfs_ops()->create(req_of(f), FUSE_ROOT_ID, name, 0644, &fi);
+		assert_true(f->req.create);
+		fi = f->req.fi;
+		if (fi.direct_io)
+			fail_msg("case %zu served direct", i);
+		release(f, f->req.e.ino, &fi);
+	}
+}
+
 /* ---- the gate over the real table ----------------------------------------- */
 
 /* The gate knows every operation the passthrough serves (default-deny
@@ -371,6 +487,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_create_estale, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_setattr, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rename, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_direct_periods, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_direct_period, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gate_over_real_ops, setup, teardown),
 	};
 

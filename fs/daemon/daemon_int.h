@@ -37,6 +37,8 @@
 #define IO_URING_DEFAULT true
 /* FUSE passthrough of read-only opens (README: measured). */
 #define PASSTHROUGH_DEFAULT false
+/* Write-only opens past the page cache (README: measured). */
+#define DIRECT_WRITES_DEFAULT true
 #define DRAIN_TIMEOUT_MS 10000
 #define FENCE_STEP_MS 200
 #define RO_RETRY_MIN_MS 50

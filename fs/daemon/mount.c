@@ -122,6 +122,8 @@ static struct lfs_config policy_for(const struct mount_opts *o,
 		.files_per_user = o->files_per_user,
 		.passthrough = env_flag("LEASEFS_PASSTHROUGH",
 					PASSTHROUGH_DEFAULT),
+		.direct_writes = env_flag("LEASEFS_DIRECT_WRITES",
+					  DIRECT_WRITES_DEFAULT),
 	};
 }
 
@@ -149,7 +151,7 @@ int open_fs(struct daemon *d, struct lfs_err *err)
 					.recheck = gate_recheck,
 					.kill_suidgid = transport_kill_suidgid,
 					.serving = on_serving, .serving_ud = d,
-					.backing = &transport_backing_ops };
+					.wire = &transport_wire_ops };
 	r = build_fuse_args(d->opts, cfg.root, &args);
 	if (r == 0) {
 		d->se = fuse_session_new(&args, gate_ops(d->gate),
@@ -178,7 +180,8 @@ int open_fs(struct daemon *d, struct lfs_err *err)
 				  .io_uring = env_flag("LEASEFS_IO_URING",
 						       IO_URING_DEFAULT),
 				  .passthrough = pt > 0,
-				  .passthrough_error = pt < 0 ? pt : 0 },
+				  .passthrough_error = pt < 0 ? pt : 0,
+				  .direct_io_mmap = cfg.direct_writes },
 			  &d->transport);
 	if (r < 0)
 		return lfs_fail(err, EXIT_FAIL, r, "cannot set up the FUSE "

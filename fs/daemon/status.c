@@ -114,6 +114,7 @@ static json_object *fuse_features(const struct transport_state *t)
 		add_str(o, "io_uring_error", strerror(-t->io_uring_error));
 	add_bool(o, "killpriv_v2", t->killpriv_v2);
 	add_bool(o, "tmpfile", t->tmpfile);
+	add_bool(o, "direct_writes", t->direct_io_mmap);
 	add_bool(o, "passthrough", t->passthrough);
 	json_object_object_add(o, "backing_files",
 			       json_object_new_int64((int64_t)t->backing_files));

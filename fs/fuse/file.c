@@ -143,10 +143,11 @@ void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	fi->fh = fh_make(a.fd_out, uid);
 	open_reply_flags(fs, fi);
-	backing_opened(req, inode_of(fs, e.ino), a.fd_out, fi->flags, false, &m);
+	iomode_opened(req, inode_of(fs, e.ino), a.fd_out, fi->flags, false, &m);
+	iomode_apply(&m, fi);
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		/* The kernel will not release a handle it never received. */
-		backing_released(fs, fuse_req_userdata(req), inode_of(fs, e.ino));
+		iomode_released(fs, fuse_req_userdata(req), inode_of(fs, e.ino));
 		drop_open(fs, a.fd_out, uid);
 		table_unref(fs, inode_of(fs, e.ino), 1);
 	}
@@ -204,9 +205,9 @@ void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	opened(fs, fd);
 	fi->fh = fh_make(fd, uid);
 	open_reply_flags(fs, fi);
-	backing_opened(req, inode, fd, fi->flags, true, &m);
-	if (backing_reply_open(req, fi, &m) != 0) {
-		backing_released(fs, fuse_req_userdata(req), inode);
+	iomode_opened(req, inode, fd, fi->flags, true, &m);
+	if (iomode_reply_open(req, fi, &m) != 0) {
+		iomode_released(fs, fuse_req_userdata(req), inode);
 		drop_open(fs, fd, uid);
 	}
 }
@@ -320,7 +321,7 @@ void lfs_release(fuse_req_t req, fuse_ino_t ino,
 {
 	struct lfs *fs = req_fs(req);
 
-	backing_released(fs, fuse_req_userdata(req), inode_of(fs, ino));
+	iomode_released(fs, fuse_req_userdata(req), inode_of(fs, ino));
 	drop_open(fs, fh_fd(fi), fh_uid(fi));
 	fuse_reply_err(req, 0);
 }

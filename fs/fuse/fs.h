@@ -40,7 +40,11 @@ struct lfs_config {
 	bool passthrough;          /* serve read-only opens' reads from the
 				    * backing file in the kernel (FUSE
 				    * passthrough), where the session's
-				    * backing ops allow it */
+				    * wire allows it */
+	bool direct_writes;        /* serve a write-only open of an idle
+				    * inode, and every open that joins it,
+				    * past the page cache (iomode.c), where
+				    * the wire lets such opens be mapped */
 };
 
 struct lfs;
@@ -48,24 +52,27 @@ struct gate;
 struct transport;
 
 /*
- * FUSE passthrough's side of the wire, which the transport provides
- * (compat/transport.h).  Registered backing files are the kernel's: an
- * open answered with one has its reads and mmaps served from it without
- * the daemon.
+ * What the passthrough asks of the FUSE wire, beyond libfuse 3.14, when it
+ * answers an open; the transport provides it (compat/transport.h).
+ * Registered backing files are the kernel's: an open answered with one has
+ * its reads and mmaps served from it without the daemon.
  */
-struct lfs_backing_ops {
-	/* Whether INIT settled passthrough and the kernel still takes
+struct lfs_wire_ops {
+	/* Whether INIT settled FUSE passthrough and the kernel still takes
 	 * backing files. */
-	bool (*available)(struct transport *t);
+	bool (*passthrough)(struct transport *t);
 	/* Register the file open at fd (any mode, O_PATH too): its id
 	 * (> 0), or -errno (-EPERM, -ELOOP, -EOPNOTSUPP: no file will do,
-	 * and available() says false from now on). */
-	int (*open)(struct transport *t, int fd);
-	void (*close)(struct transport *t, int id);
+	 * and passthrough() says false from now on). */
+	int (*backing_open)(struct transport *t, int fd);
+	void (*backing_close)(struct transport *t, int id);
 	/* The open reply this thread sends next serves the file from
 	 * backing `id`: reads and writes through the daemon still when
 	 * `direct_io`, only mmaps from the backing file then. */
 	void (*next_reply)(int id, bool direct_io);
+	/* Whether INIT settled FUSE_DIRECT_IO_ALLOW_MMAP: an open answered
+	 * FOPEN_DIRECT_IO may be mapped shared. */
+	bool (*direct_mmap)(struct transport *t);
 };
 
 /* What a session's userdata points to: the layers of one mount.  The
@@ -87,8 +94,8 @@ struct lfs_session {
 	 * here on the mount serves.  NULL: nobody asks. */
 	void (*serving)(void *ud);
 	void *serving_ud;
-	/* FUSE passthrough (NULL: none). */
-	const struct lfs_backing_ops *backing;
+	/* The wire's passthrough and direct opens (NULL: neither). */
+	const struct lfs_wire_ops *wire;
 };
 
 /* Open ROOT and build the inode table; no FUSE session yet.  0 or -errno

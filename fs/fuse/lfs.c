@@ -122,7 +122,7 @@ int lfs_new(const struct lfs_config *cfg, struct lfs **out)
 	fs->pt_tree_fd = fs->pt_mount_fd = -1;
 	pthread_mutex_init(&fs->lock, NULL);
 	pthread_mutex_init(&fs->open_lock, NULL);
-	pthread_mutex_init(&fs->pt_lock, NULL);
+	pthread_mutex_init(&fs->io_lock, NULL);
 	fs->nbuckets = LFS_TABLE_MIN_BUCKETS;
 	fs->buckets = calloc(fs->nbuckets, sizeof(*fs->buckets));
 	fs->root_path = strdup(cfg->root);
@@ -209,7 +209,7 @@ void lfs_free(struct lfs *fs)
 		close(fs->mount_fd);
 	pthread_mutex_destroy(&fs->lock);
 	pthread_mutex_destroy(&fs->open_lock);
-	pthread_mutex_destroy(&fs->pt_lock);
+	pthread_mutex_destroy(&fs->io_lock);
 	free(fs->root_path);
 	free(fs);
 }

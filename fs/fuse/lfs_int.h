@@ -9,7 +9,7 @@
  *   xattr.c   extended attributes
  *   inode.c   inode table, file handles, fd budget, the root record
  *   creds.c   acting as the caller (fsuid/fsgid, groups, umask)
- *   backing.c FUSE passthrough: which opens the kernel serves itself
+ *   iomode.c  how the kernel serves each open: cached, direct, passthrough
  * The daemon and the gate see only fs.h.
  */
 #ifndef LEASEFS_LFS_INT_H
@@ -38,11 +38,12 @@ struct lfs_inode {
 	struct file_handle *handle; /* when fd < 0; immutable */
 	bool pinned;            /* root: never freed by forget; immutable */
 	/* Opens the daemon answered and the kernel has not released, and
-	 * how they are served (backing.c); all under fs->pt_lock. */
+	 * how they are served (iomode.c); all under fs->io_lock. */
 	unsigned opens;
 	int backing_id;         /* > 0: every open is passthrough of it */
-	bool pt_wrote;          /* a writer opened during passthrough */
-	bool cache_stale;       /* ... so the page cache must not be kept */
+	bool direct;            /* every open is direct (FOPEN_DIRECT_IO) */
+	bool bypassed;          /* this period wrote past the page cache */
+	bool cache_stale;       /* ... so the next one must not keep it */
 };
 
 struct lfs {
@@ -77,10 +78,10 @@ struct lfs {
 	int pt_tree_fd;         /* the clone (open_tree) */
 	int pt_setup_err;       /* -errno: why there is no clone */
 	int pt_mount_fd;        /* its root, O_RDONLY: open_by_handle_at's */
-	/* pt_lock protects each inode's opens, backing_id, pt_wrote and
-	 * cache_stale; held across the backing file's registration (an
+	/* io_lock protects each inode's opens, backing_id, direct, bypassed
+	 * and cache_stale; held across a backing file's registration (an
 	 * ioctl), never across a reply. */
-	pthread_mutex_t pt_lock;
+	pthread_mutex_t io_lock;
 
 	/* open_lock protects open_total and the per-uid counts in users
 	 * (open addressing; entries are never removed, only go to 0). */
@@ -278,32 +279,36 @@ bool has_sxid(int fd, struct stat *st);
  * fd (a magic link, never a name): the new fd, or -errno. */
 int reopen_inode(fuse_req_t req, struct lfs_inode *inode, int flags);
 
-/* ---- backing.c ---------------------------------------------------------- */
+/* ---- iomode.c ---------------------------------------------------------- */
 
-/* How the kernel is to serve one open (backing_opened()). */
+/* How the kernel is to serve one open (iomode_opened()). */
 struct io_mode {
 	int backing_id;         /* > 0: FUSE passthrough of this backing */
-	bool direct_io;         /* with it: read/write still through us */
-	bool drop_cache;        /* without it: do not keep the page cache */
+	bool direct_io;         /* reads and writes through the daemon, not
+				 * the page cache (with a backing: all but
+				 * mmaps) */
+	bool drop_cache;        /* the page cache from before is not kept */
 };
 
 /* The clone of the root's mount for backing files (cfg.passthrough and a
  * privileged daemon; else passthrough stays off).  0 or -errno. */
 int backing_setup(struct lfs *fs);
 void backing_teardown(struct lfs *fs);
-/* An open of inode by req's caller, open at fd with open(2) `flags`,
- * about to be answered: decide and count it (until backing_released()).
- * `may_pass` false: never passthrough (creates). */
-void backing_opened(fuse_req_t req, struct lfs_inode *inode, int fd,
-		    int flags, bool may_pass, struct io_mode *m);
-/* fuse_reply_open() of an open decided so. */
-int backing_reply_open(fuse_req_t req, struct fuse_file_info *fi,
-		       const struct io_mode *m);
-/* An open counted by backing_opened() was released (or never answered). */
-void backing_released(struct lfs *fs, const struct lfs_session *s,
-		      struct lfs_inode *inode);
 /* After loss: backing files read without atime updates. */
 void backing_noatime(struct lfs *fs);
+/* An open of inode by req's caller, open at fd with open(2) `flags`,
+ * about to be answered: decide and count it (until iomode_released()).
+ * `may_pass` false: never passthrough (creates). */
+void iomode_opened(fuse_req_t req, struct lfs_inode *inode, int fd,
+		   int flags, bool may_pass, struct io_mode *m);
+/* The reply flags of an open or create decided so (not passthrough). */
+void iomode_apply(const struct io_mode *m, struct fuse_file_info *fi);
+/* fuse_reply_open() of an open decided so. */
+int iomode_reply_open(fuse_req_t req, struct fuse_file_info *fi,
+		      const struct io_mode *m);
+/* An open counted by iomode_opened() was released (or never answered). */
+void iomode_released(struct lfs *fs, const struct lfs_session *s,
+		     struct lfs_inode *inode);
 
 /* ---- creds.c ------------------------------------------------------------ */
 

@@ -34,6 +34,12 @@ struct fuse_backing_map {
 #define FUSE_DEV_IOC_BACKING_OPEN _IOW(FUSE_DEV_IOC_MAGIC, 1, struct fuse_backing_map)
 #define FUSE_DEV_IOC_BACKING_CLOSE _IOW(FUSE_DEV_IOC_MAGIC, 2, uint32_t)
 #endif
+/* Protocol 7.39 (kernel 6.6): an open answered FOPEN_DIRECT_IO may be
+ * mapped shared (the kernel keeps its pages coherent with the direct
+ * writes).  Debian 12's <linux/fuse.h> predates it. */
+#ifndef FUSE_DIRECT_IO_ALLOW_MMAP
+#define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
+#endif
 /* Backing files on a filesystem that is itself stacked (overlayfs) are
  * refused: one level, so that leasefs can still be a lower layer. */
 #define PASSTHROUGH_STACK_DEPTH 1
@@ -52,6 +58,7 @@ struct transport {
 	_Atomic uint64_t offered;       /* the kernel's INIT flags */
 	_Atomic uint32_t kernel_minor;
 	atomic_bool killpriv_v2;        /* negotiated */
+	atomic_bool direct_io_mmap;     /* negotiated */
 	atomic_bool initialized;
 	/* FUSE passthrough: negotiated by the INIT reply's sender, turned
 	 * off by the first refusal that holds for every file; counters for
@@ -154,6 +161,17 @@ static void offer_passthrough(struct transport *t, struct fuse_init_out *out)
 	atomic_store(&t->passthrough, true);
 }
 
+/* Shared mappings of direct_io opens, if offered and wanted. */
+static void offer_direct_mmap(struct transport *t, struct fuse_init_out *out)
+{
+	if (!t->opts.direct_io_mmap ||
+	    !(atomic_load(&t->offered) & FUSE_DIRECT_IO_ALLOW_MMAP))
+		return;
+	out->flags |= FUSE_INIT_EXT;
+	out->flags2 |= (uint32_t)(FUSE_DIRECT_IO_ALLOW_MMAP >> 32);
+	atomic_store(&t->direct_io_mmap, true);
+}
+
 /* INIT's reply: what libfuse 3.14 cannot ask for, if the kernel offers it
  * and the daemon wants it. */
 static void amend_init_reply(struct transport *t, struct iovec *iov, int count)
@@ -172,6 +190,7 @@ static void amend_init_reply(struct transport *t, struct iovec *iov, int count)
 		atomic_store(&t->killpriv_v2, true);
 	}
 	if (iov[1].iov_len >= sizeof(*out)) {
+		offer_direct_mmap(t, out);
 		offer_passthrough(t, out);
 		offer_ring(t, out);
 	}
@@ -200,7 +219,7 @@ static ssize_t as_syscall(ssize_t r)
 	return -1;
 }
 
-/* A successful open reply that transport_backing_ops.next_reply() named:
+/* A successful open reply that transport_wire_ops.next_reply() named:
  * the backing id, and the flags the kernel requires with it (no kept
  * page cache: the inode's pages are not used in passthrough). */
 static void amend_open_reply(struct iovec *iov, int count)
@@ -372,12 +391,14 @@ static void inspect_spliced(int pipe_rd)
 		;
 }
 
+/* The kernel flags a direct write of a caller without CAP_FSETID whether
+ * KILLPRIV_V2 was settled or not, so a spliced write is always looked at. */
 static void inspect(struct transport *t, struct fuse_buf *buf)
 {
 	tl_kill_suidgid = false;
 	if (!(buf->flags & FUSE_BUF_IS_FD))
 		inspect_mem(t, buf->mem, buf->size);
-	else if (atomic_load(&t->killpriv_v2))
+	else
 		inspect_spliced(buf->fd);
 }
 
@@ -569,6 +590,7 @@ void transport_state(const struct transport *t, struct transport_state *out)
 		.initialized = init,
 		.kernel_minor = minor,
 		.killpriv_v2 = atomic_load(&m->killpriv_v2),
+		.direct_io_mmap = atomic_load(&m->direct_io_mmap),
 		.tmpfile = init && t->opts.tmpfile && minor >= MINOR_TMPFILE,
 		.io_uring_offered = (atomic_load(&m->offered) & FUSE_OVER_IO_URING) != 0,
 		.io_uring = rs.registered,
@@ -587,6 +609,11 @@ void transport_state(const struct transport *t, struct transport_state *out)
 static bool backing_available(struct transport *t)
 {
 	return t && atomic_load(&t->passthrough);
+}
+
+static bool direct_mmap(struct transport *t)
+{
+	return t && atomic_load(&t->direct_io_mmap);
 }
 
 /* Refusals that no other file would escape: no CAP_SYS_ADMIN, a stacked
@@ -629,9 +656,10 @@ static void backing_next_reply(int id, bool direct_io)
 	tl_backing_direct = direct_io;
 }
 
-const struct lfs_backing_ops transport_backing_ops = {
-	.available = backing_available,
-	.open = backing_open,
-	.close = backing_close,
+const struct lfs_wire_ops transport_wire_ops = {
+	.passthrough = backing_available,
+	.backing_open = backing_open,
+	.backing_close = backing_close,
 	.next_reply = backing_next_reply,
+	.direct_mmap = direct_mmap,
 };

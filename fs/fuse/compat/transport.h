@@ -17,14 +17,16 @@
  *    (forgets, interrupts, requests before the queues registered);
  *  - negotiate FUSE passthrough (kernel >= 6.9) and register backing files
  *    for it (FUSE_DEV_IOC_BACKING_OPEN), amending the open reply with the
- *    backing id libfuse 3.14's fuse_open_out has no field for
- *    (transport_backing_ops).
+ *    backing id libfuse 3.14's fuse_open_out has no field for, and
+ *    shared mappings of direct_io opens (FUSE_DIRECT_IO_ALLOW_MMAP, kernel
+ *    >= 6.6) (transport_wire_ops).
  * The kernel's structures come from its uapi header (<linux/fuse.h>).
  *
  * compat/ goes when the libfuse the project builds on (Debian's) asks for
  * these itself: FUSE_CAP_HANDLE_KILLPRIV_V2 with the kill flags handed to
- * the filesystem, FUSE over io_uring and FUSE_CAP_PASSTHROUGH with
- * fuse_passthrough_open() (all in upstream releases after 3.14; check the
+ * the filesystem, FUSE over io_uring, FUSE_CAP_DIRECT_IO_ALLOW_MMAP and
+ * FUSE_CAP_PASSTHROUGH with fuse_passthrough_open() (all in upstream
+ * releases after 3.14; check the
  * one Debian ships before deleting).  FUSE_TMPFILE has no
  * libfuse support at all yet: that part stays until it has.  The session
  * then runs libfuse's own loop again and this folder, with its copies of
@@ -51,6 +53,7 @@ struct transport_opts {
 	bool io_uring;          /* FUSE over io_uring (ring.h) */
 	bool passthrough;       /* FUSE passthrough of reads (needs
 				 * CAP_SYS_ADMIN for its backing files) */
+	bool direct_io_mmap;    /* direct_io opens may be mapped shared */
 	int passthrough_error;  /* -errno: why it was not asked for */
 };
 
@@ -59,6 +62,7 @@ struct transport_state {
 	bool initialized;
 	uint32_t kernel_minor;     /* the kernel's protocol minor */
 	bool killpriv_v2;          /* the kernel clears nothing itself */
+	bool direct_io_mmap;       /* direct_io opens may be mapped shared */
 	bool tmpfile;              /* open(O_TMPFILE) is served */
 	bool io_uring_offered;     /* the kernel has it enabled */
 	bool io_uring;             /* requests come through the queues */
@@ -97,8 +101,8 @@ void transport_state(const struct transport *t, struct transport_state *out);
  * Valid while one request is processed, on its worker thread. */
 bool transport_kill_suidgid(void);
 
-/* The passthrough's backing file operations (fs.h), over this transport's
+/* What the passthrough asks of the wire (fs.h), over this transport's
  * /dev/fuse; the session's `transport` member is theirs. */
-extern const struct lfs_backing_ops transport_backing_ops;
+extern const struct lfs_wire_ops transport_wire_ops;
 
 #endif
