@@ -9,8 +9,7 @@
  *                        coordinator, EROFS when it refuses
  *   session (session.h)  the FUSE session: mount, worker loop, unmount
  *
- * Units: passthrough.c (ops), inode.c (inode table), creds.c (acting as
- * the caller); lfs_int.h is theirs alone.
+ * Its units are listed in lfs_int.h, which is theirs alone.
  */
 #ifndef LEASEFS_FS_H
 #define LEASEFS_FS_H
