@@ -368,7 +368,8 @@ static void release(struct fx *f, fuse_ino_t ino, struct fuse_file_info *fi)
 /* A write-only open of an idle inode starts a direct period: it and every
  * open that joins are direct; once it ends, the next open drops the page
  * cache (a mapping may have read under a direct write) and the one after
- * keeps it again.  A writer joining a cached period stays cached. */
+ * keeps it again.  A writer joining a cached period stays cached; an
+ * O_DIRECT writer in it makes the next period drop the cache too. */
 static void test_direct_periods(void **state)
 {
 	struct fx *f = *state;
@@ -405,7 +406,14 @@ static void test_direct_periods(void **state)
 	w = open_as(f, ino, O_RDWR);
 	assert_false(w.direct_io);
 	assert_false(w.keep_cache);
+	/* An O_DIRECT writer in a cached period writes past the cache too. */
+	r = open_as(f, ino, O_RDWR | O_DIRECT);
+	assert_true(r.direct_io);
+	release(f, ino, &r);
 	release(f, ino, &w);
+	r = open_as(f, ino, O_RDONLY);
+	assert_false(r.keep_cache);
+	release(f, ino, &r);
 	lfs_ops()->forget(req_of(f), ino, 1);
 }
 

@@ -30,10 +30,12 @@
  *    filesystem, written as the caller, drops capabilities and
  *    set-user-ID itself, and the kill flag covers the rest: attr.c);
  *  - any other first open starts a cached period, which every open joins.
- * When a period in which something bypassed the page cache ends (a direct
- * period; a passthrough period a writer joined), the next open drops the
- * inode's page cache: pages a mapping read while a direct write was under
- * way may be older than it.
+ * When a period in which something wrote past the page cache ends (a
+ * direct period, an O_DIRECT writer, a passthrough period a writer
+ * joined), the next open drops the inode's page cache, which may be older
+ * than the file: a mapping may have read a page while a direct write of it
+ * was under way, and a passthrough writer's shared mapping writes the
+ * backing file itself.
  * The daemon's count is never below the kernel's (the kernel drops an open
  * before its RELEASE is sent), so the daemon never names a mode the
  * kernel would refuse.
@@ -128,6 +130,12 @@ static bool write_only(int flags)
 	return (flags & O_ACCMODE) == O_WRONLY;
 }
 
+/* An O_DIRECT writer: its writes go past the page cache in any period. */
+static bool direct_writer(int flags)
+{
+	return (flags & O_DIRECT) && (flags & O_ACCMODE) != O_RDONLY;
+}
+
 /* The file open at fd registered as a backing file: the same inode
  * through the clone, as the daemon.  Its id, or -errno (-EXDEV: on
  * another mount than the root's). */
@@ -158,6 +166,7 @@ static bool join(struct lfs_inode *inode, int flags, struct io_mode *m)
 	if (inode->opens == 0)
 		return false;
 	inode->opens++;
+	inode->bypassed |= direct_writer(flags);
 	if (inode->backing_id > 0) {
 		m->backing_id = inode->backing_id;
 		m->direct_io = !read_only(flags);
@@ -170,11 +179,13 @@ static bool join(struct lfs_inode *inode, int flags, struct io_mode *m)
 
 /* Start a period that is not passthrough (io_lock held, the inode idle):
  * direct or cached. */
-static void start(struct lfs_inode *inode, bool direct, struct io_mode *m)
+static void start(struct lfs_inode *inode, bool direct, int flags,
+		  struct io_mode *m)
 {
 	inode->opens = 1;
 	inode->backing_id = 0;
-	inode->direct = inode->bypassed = direct;
+	inode->direct = direct;
+	inode->bypassed = direct || direct_writer(flags);
 	m->direct_io = direct;
 	m->drop_cache = inode->cache_stale;
 	inode->cache_stale = false;
@@ -210,7 +221,7 @@ void iomode_opened(fuse_req_t req, struct lfs_inode *inode, int fd,
 	if (pt && may_pass && read_only(flags) && pt->passthrough(s->transport) &&
 	    start_passthrough(fs, s, inode, fd, m))
 		goto out;
-	start(inode, write_only(flags) && direct_allowed(s, fs), m);
+	start(inode, write_only(flags) && direct_allowed(s, fs), flags, m);
 out:
 	pthread_mutex_unlock(&fs->io_lock);
 }
@@ -249,9 +260,8 @@ void iomode_released(struct lfs *fs, const struct lfs_session *s,
 	if (inode->opens > 0 && --inode->opens == 0) {
 		id = inode->backing_id;
 		inode->backing_id = 0;
-		/* The page cache did not see what the period wrote: a
-		 * passthrough writer's shared mapping wrote the backing
-		 * file, a direct write raced a mapping's read. */
+		/* The page cache may not have seen all the period wrote
+		 * (see the top of this file). */
 		inode->cache_stale = inode->bypassed;
 		inode->direct = inode->bypassed = false;
 	}
