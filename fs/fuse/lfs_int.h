@@ -270,7 +270,8 @@ void opened(struct lfs *fs, int fd);
  * mode changed (`before`: the attributes before the change). */
 int settle_sxid(fuse_req_t req, fuse_ino_t ino, int fd,
 		const struct stat *before);
-/* Whether the file has a suid or sgid bit; its attributes in *st. */
+/* Whether the file has a suid or sgid bit; its mode, uid and gid in *st
+ * (nothing else: no timestamp is read). */
 bool has_sxid(int fd, struct stat *st);
 
 /* ---- file.c ------------------------------------------------------------- */
