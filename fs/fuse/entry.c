@@ -161,7 +161,7 @@ static int make_link(void *a_)
 	struct make_args *a = a_;
 	char p[PROC_FD_PATH_MAX];
 
-	if (linkat(AT_FDCWD, proc_path(p, a->oldfd), a->dirfd, a->name,
+	if (linkat(a->proc_fd, fd_name(p, a->oldfd), a->dirfd, a->name,
 		   AT_SYMLINK_FOLLOW) < 0)
 		return neg_errno();
 	return 0;
@@ -223,7 +223,7 @@ void lfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	struct lfs_inode *inode = inode_of(fs, ino);
 	struct make_args a = {
 		.dirfd = inode_fd(fs, dir), .name = newname,
-		.oldfd = inode_fd(fs, inode),
+		.oldfd = inode_fd(fs, inode), .proc_fd = fs->proc_fd,
 	};
 
 	if (a.dirfd < 0 || a.oldfd < 0)

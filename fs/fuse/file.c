@@ -62,7 +62,7 @@ static int entry_from_fd(struct lfs *fs, int fd, const struct stat *st,
 			 struct fuse_entry_param *e)
 {
 	char p[PROC_FD_PATH_MAX];
-	int pfd = open(proc_path(p, fd), O_PATH | O_CLOEXEC);
+	int pfd = openat(fs->proc_fd, fd_name(p, fd), O_PATH | O_CLOEXEC);
 	struct lfs_inode *inode;
 
 	if (pfd < 0)
@@ -154,6 +154,7 @@ void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 }
 
 struct reopen_args {
+	int proc_fd;
 	int ifd;
 	int flags;
 	int fd_out;
@@ -165,13 +166,15 @@ static int reopen_fn(void *a_)
 	struct reopen_args *a = a_;
 	char p[PROC_FD_PATH_MAX];
 
-	a->fd_out = open(proc_path(p, a->ifd), a->flags);
+	a->fd_out = openat(a->proc_fd, fd_name(p, a->ifd), a->flags);
 	return a->fd_out < 0 ? neg_errno() : 0;
 }
 
 int reopen_inode(fuse_req_t req, struct lfs_inode *inode, int flags)
 {
-	struct reopen_args a = { .ifd = inode_fd(req_fs(req), inode),
+	struct lfs *fs = req_fs(req);
+	struct reopen_args a = { .proc_fd = fs->proc_fd,
+				 .ifd = inode_fd(fs, inode),
 				 .flags = flags, .fd_out = -1 };
 	int rc = a.ifd < 0 ? a.ifd : as_caller(req, reopen_fn, &a);
 

@@ -118,7 +118,7 @@ int lfs_new(const struct lfs_config *cfg, struct lfs **out)
 		return -ENOMEM;
 	fs->cfg = *cfg;
 	fs->root.fd = -1;
-	fs->mount_fd = -1;
+	fs->mount_fd = fs->proc_fd = -1;
 	fs->pt_tree_fd = fs->pt_mount_fd = -1;
 	pthread_mutex_init(&fs->lock, NULL);
 	pthread_mutex_init(&fs->open_lock, NULL);
@@ -128,6 +128,11 @@ int lfs_new(const struct lfs_config *cfg, struct lfs **out)
 	fs->root_path = strdup(cfg->root);
 	if (!fs->buckets || !fs->root_path) {
 		rc = -ENOMEM;
+		goto fail;
+	}
+	fs->proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fs->proc_fd < 0) {
+		rc = neg_errno();
 		goto fail;
 	}
 	fs->cfg.root = fs->root_path;
@@ -207,6 +212,8 @@ void lfs_free(struct lfs *fs)
 		close(fs->root.fd);
 	if (fs->mount_fd >= 0)
 		close(fs->mount_fd);
+	if (fs->proc_fd >= 0)
+		close(fs->proc_fd);
 	pthread_mutex_destroy(&fs->lock);
 	pthread_mutex_destroy(&fs->open_lock);
 	pthread_mutex_destroy(&fs->io_lock);

@@ -61,6 +61,9 @@ struct lfs {
 	 * file description the daemon holds, or opens from then on, gets
 	 * O_NOATIME (lfs_after_loss()). */
 	atomic_bool noatime;
+	int proc_fd;            /* /proc/self/fd (O_PATH): an inode is reopened
+				 * by its O_PATH fd's name there, one name
+				 * to resolve (fd_name()), not four */
 	int root_mnt_id;        /* handles are only used on the root's mount */
 	int mount_fd;           /* root, O_RDONLY: open_by_handle_at refuses
 				 * O_PATH fds as its mount fd */
@@ -171,10 +174,18 @@ static inline int neg_errno(void)
 	return errno ? -errno : -EIO;
 }
 
-/* "/proc/self/fd/N" for fd into buf. */
+/* "/proc/self/fd/N" for fd into buf: for the calls that have no *at()
+ * form (truncate, the xattr calls) and the fallbacks for old kernels. */
 static inline const char *proc_path(char buf[PROC_FD_PATH_MAX], int fd)
 {
 	snprintf(buf, PROC_FD_PATH_MAX, "/proc/self/fd/%d", fd);
+	return buf;
+}
+
+/* "N" for fd into buf, the name to resolve relative to fs->proc_fd. */
+static inline const char *fd_name(char buf[PROC_FD_PATH_MAX], int fd)
+{
+	snprintf(buf, PROC_FD_PATH_MAX, "%d", fd);
 	return buf;
 }
 
@@ -245,6 +256,7 @@ struct make_args {
 	dev_t rdev;
 	const char *target;   /* symlink */
 	int oldfd;            /* link: O_PATH fd of the existing inode */
+	int proc_fd;          /* link: fs->proc_fd */
 	int open_flags;       /* create */
 	bool excl;            /* create: the caller asked for O_EXCL */
 	int fd_out;           /* create: the opened file */
