@@ -35,11 +35,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-read -r port mon < <(python3 -c '
+# pick_ports: two ports the kernel reports free right now (another process
+# may take one before the server binds it: then the start is retried).
+pick_ports() {
+	read -r port mon < <(python3 -c '
 import socket
 a, b = socket.socket(), socket.socket()
 a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
 print(a.getsockname()[1], b.getsockname()[1])')
+}
 # nats_start: (re)start the server on the same port and store.
 nats_start() {
 	"$NATS_BIN" -a 127.0.0.1 -p "$port" -m "$mon" -js -sd "$workdir/js" \
@@ -54,7 +58,18 @@ nats_start() {
 	done
 	return 1
 }
-if ! nats_start; then
+started=
+for _ in 1 2 3; do
+	pick_ports
+	if nats_start; then
+		started=1
+		break
+	fi
+	kill -KILL "$nats_pid" 2>/dev/null
+	wait "$nats_pid" 2>/dev/null
+	nats_pid=
+done
+if [ -z "$started" ]; then
 	echo "nats-harness: nats-server did not start:" >&2
 	tail -n 20 "$workdir/server.log" >&2
 	exit 99

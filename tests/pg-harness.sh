@@ -35,16 +35,31 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# A port the kernel reports free right now (another process may take it
+# before the server binds it: then the start is retried on another).
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
 if ! as_pg "$PG_BIN/initdb" -D "$workdir/data" -U leasefs -A trust --no-sync \
 	>"$workdir/initdb.log" 2>&1; then
 	echo "pg-harness: initdb failed:" >&2
 	tail -n 20 "$workdir/initdb.log" >&2
 	exit 99
 fi
-if ! as_pg "$PG_BIN/pg_ctl" -D "$workdir/data" -l "$workdir/server.log" -w -t 30 \
-	-o "-c listen_addresses=127.0.0.1 -p $port -k $workdir -c fsync=off \
-	    -c max_connections=${PG_MAX_CONNECTIONS:-300}" start >/dev/null 2>&1; then
+pg_start() {
+	as_pg "$PG_BIN/pg_ctl" -D "$workdir/data" -l "$workdir/server.log" -w -t 30 \
+		-o "-c listen_addresses=127.0.0.1 -p $port -k $workdir -c fsync=off \
+		    -c max_connections=${PG_MAX_CONNECTIONS:-300}" start >/dev/null 2>&1
+}
+started=
+for _ in 1 2 3; do
+	port=$(free_port)
+	if pg_start; then
+		started=1
+		break
+	fi
+done
+if [ -z "$started" ]; then
 	echo "pg-harness: the server did not start:" >&2
 	tail -n 20 "$workdir/server.log" >&2
 	exit 99
