@@ -219,16 +219,32 @@ int ns_revoke(struct lease_store *store, const char *name, int64_t deadline,
 	return 0;
 }
 
-/* 1 fenced (*out), 0 not yet (*ms to its expiry), -errno.  *leasefs:
+/* Whether the record (read into *rec when `read`) is that of the holder
+ * `holder` of epoch `epoch`. */
+static bool record_of(const struct ns_record *rec, bool read, uint64_t epoch,
+		      const char *holder)
+{
+	return read && rec->epoch == epoch && strcmp(rec->holder, holder) == 0;
+}
+
+/*
+ * 1 fenced (*out), 0 not yet (*ms to its expiry), -errno.  *leasefs:
  * whether the holder, when last seen holding, was a leasefs mount (it
- * deletes its record when it releases; a harness holder only expires). */
+ * has a record, and deletes it when it releases; a harness holder only
+ * expires).  The entry and the record are two reads, so they are ordered
+ * against the holder's release, which marks its record released, then
+ * gives the entry back (expired), then deletes the record: the record is
+ * read before the entry, so a record missing while the entry still lives
+ * was never there; and an expired entry is judged on the record read
+ * after it, which by then says released or is gone if the holder let go.
+ */
 static int fence_state(struct ns_store *ns, const char *key, uint64_t epoch,
 		       enum lease_fence *out, bool *leasefs, int64_t *ms,
 		       struct lease_err *err)
 {
 	struct ns_value v;
 	struct ns_record rec;
-	bool record;
+	bool read = ns_holder_read(ns, key, &rec), record;
 	int r = ns_get(ns, ns->kv, key, &v, err);
 
 	if (r < 0)
@@ -237,14 +253,18 @@ static int fence_state(struct ns_store *ns, const char *key, uint64_t epoch,
 		*out = LEASE_FENCE_ACKED;
 		return 1;
 	}
-	record = ns_holder_read(ns, key, &rec) && rec.epoch == epoch &&
-		 strcmp(rec.holder, v.holder) == 0;
+	record = record_of(&rec, read, epoch, v.holder);
 	if (record && rec.released) {
 		*out = LEASE_FENCE_ACKED;
 		return 1;
 	}
 	if (v.expires_ns <= ns_wall_ns()) {
-		*out = !record && *leasefs ? LEASE_FENCE_ACKED : LEASE_FENCE_EXPIRED;
+		read = ns_holder_read(ns, key, &rec);
+		if (record_of(&rec, read, epoch, v.holder))
+			*out = rec.released ? LEASE_FENCE_ACKED : LEASE_FENCE_EXPIRED;
+		else
+			*out = (record || *leasefs) ? LEASE_FENCE_ACKED
+						    : LEASE_FENCE_EXPIRED;
 		return 1;
 	}
 	*leasefs = record;
