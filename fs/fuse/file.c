@@ -215,11 +215,46 @@ void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 }
 
+/* Up to `size` bytes at `off` into buf: how many (fewer only at end of
+ * file), or -errno. */
+static ssize_t pread_full(int fd, char *buf, size_t size, off_t off)
+{
+	size_t got = 0;
+
+	while (got < size) {
+		ssize_t n = pread(fd, buf + got, size - got, off + (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return neg_errno();
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* Where the wire lets the reply be built in place (FUSE over io_uring:
+ * the request's ring buffer), the file is read straight into it, one
+ * copy and one system call; else the reply is spliced from the file. */
 void lfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
+	const struct lfs_session *s = fuse_req_userdata(req);
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+	char *dst = s->wire && s->wire->reply_buffer ?
+		    s->wire->reply_buffer(size) : NULL;
 
+	if (dst) {
+		ssize_t n = pread_full(fh_fd(fi), dst, size, off);
+
+		if (n < 0)
+			reply_err(req, (int)n);
+		else
+			fuse_reply_buf(req, dst, (size_t)n);
+		return;
+	}
 	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	buf.buf[0].fd = fh_fd(fi);
 	buf.buf[0].pos = off;

@@ -72,6 +72,10 @@ struct lfs_wire_ops {
 	/* Whether INIT settled FUSE_DIRECT_IO_ALLOW_MMAP: an open answered
 	 * FOPEN_DIRECT_IO may be mapped shared. */
 	bool (*direct_mmap)(struct transport *t);
+	/* Where this thread's reply payload of `size` bytes may be built so
+	 * that sending it (fuse_reply_buf) copies nothing; NULL: nowhere,
+	 * reply as usual. */
+	void *(*reply_buffer)(size_t size);
 };
 
 /* What a session's userdata points to: the layers of one mount.  The

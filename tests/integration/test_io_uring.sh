@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # FUSE over io_uring (fs/fuse/compat/ring.c): negotiated when the kernel has it enabled
 # and the daemon wants it, one queue per possible CPU; data through the
-# queues intact both ways (large writes in the payload, spliced read
-# replies, large readdir replies); loss turns writes EROFS while reads keep
+# queues intact both ways (large writes in the payload, read replies read
+# into the ring buffer in place, at any offset and size, up to and past
+# the end of the file, large readdir replies); loss turns writes EROFS while reads keep
 # coming through the queues; umount and kill -9 end as with /dev/fuse; and
 # it falls back to /dev/fuse when disabled on either side.  Enables the
 # fuse module's enable_uring for the test and restores it; SKIP where the
@@ -43,6 +44,31 @@ mkdir "$M/many"
 [ "$(ls "$M/many" | wc -l)" = 3000 ] || fail "readdir of 3000 entries"
 [ "$(ls "$R/many" | wc -l)" = 3000 ] || fail "3000 creates"
 ok "8 MiB read, 8 MiB written, 3000 entries created and listed"
+
+# Reads at random offsets and sizes (1 byte to 3 MiB, some past the end),
+# the mount's cache of the file dropped between batches so that they reach
+# the queues; and files of 5 and 0 bytes.
+printf short >"$R/five"
+: >"$R/zero"
+python3 - "$R" "$M" <<'PY' || fail "reads at random offsets through the queues differ"
+import os, random, sys
+root, mnt = sys.argv[1:]
+want = open(f"{root}/in", "rb").read()
+rnd, bad = random.Random(21), 0
+fd = os.open(f"{mnt}/in", os.O_RDONLY)
+for i in range(600):
+    if i % 50 == 0:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    off = rnd.randrange(0, len(want) + 8192)
+    n = rnd.choice([1, 7, 4095, 4096, 4097, 65536, 131072, 1 << 20, 3 << 20])
+    bad += os.pread(fd, n, off) != want[off:off + n]
+os.close(fd)
+for name, data in (("five", b"short"), ("zero", b"")):
+    with open(f"{mnt}/{name}", "rb") as f:
+        bad += f.read() != data
+sys.exit(1 if bad else 0)
+PY
+ok "600 reads at random offsets and sizes, and files of 5 and 0 bytes, intact"
 
 # --- loss: EROFS, reads keep working through the queues --------------------
 before=$(fuse_get "$M" io_uring_requests)

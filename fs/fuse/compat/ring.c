@@ -124,10 +124,20 @@ ssize_t ring_reply(const struct iovec *iov, int count)
 	if (total > e->q->ring->payload)
 		return reply_error(e, -EIO);
 	for (int i = 1; i < count; i++) {
-		memcpy(e->iov[1].iov_base + off, iov[i].iov_base, iov[i].iov_len);
+		char *dst = (char *)e->iov[1].iov_base + off;
+
+		if (iov[i].iov_base != dst)
+			memcpy(dst, iov[i].iov_base, iov[i].iov_len);
 		off += iov[i].iov_len;
 	}
 	return replied(e, oh, total);
+}
+
+void *ring_reply_buffer(size_t size)
+{
+	struct entry *e = tl_ent;
+
+	return e && size <= e->q->ring->payload ? e->iov[1].iov_base : NULL;
 }
 
 /* Exactly `len` bytes from a pipe; 0 or -errno. */

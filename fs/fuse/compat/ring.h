@@ -96,9 +96,14 @@ void ring_free(struct ring *r);
  * If the calling thread is serving a ring request and `iov` is that
  * request's reply, copy the reply into the request's ring entry: the
  * reply's length, or -errno.  -ENOENT: not a ring reply (send it on
- * /dev/fuse).
+ * /dev/fuse).  A payload given at ring_reply_buffer() is not copied.
  */
 ssize_t ring_reply(const struct iovec *iov, int count);
+
+/* The request's ring entry payload, where a reply payload of up to
+ * `size` bytes may be built in place; NULL when the calling thread serves
+ * no ring request or the entry cannot hold `size` bytes. */
+void *ring_reply_buffer(size_t size);
 
 /* As ring_reply(), for a reply of `len` bytes waiting in pipe `pipe_rd`;
  * -ENOENT before anything was read when the thread serves no ring

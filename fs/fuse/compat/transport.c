@@ -662,4 +662,5 @@ const struct lfs_wire_ops transport_wire_ops = {
 	.backing_close = backing_close,
 	.next_reply = backing_next_reply,
 	.direct_mmap = direct_mmap,
+	.reply_buffer = ring_reply_buffer,
 };
