@@ -9,18 +9,38 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <sys/xattr.h>
 
 #include "lfs_int.h"
 
 /* ---- xattrs --------------------------------------------------------------
- * Through /proc/self/fd/N, which reaches the inode itself (symlinks
- * included, where the kernel refuses user.* with EPERM as natively). */
+ * Through the inode's O_PATH fd by its name N under /proc/self/fd, which
+ * reaches the inode itself (symlinks included, where the kernel refuses
+ * user.* with EPERM as natively): by the *xattrat() calls relative to the
+ * kept fs->proc_fd, one name to resolve (1.9 us a getxattr against 2.8 us
+ * natively), or by the path /proc/self/fd/N (four) before Linux 6.13.
+ * (The *xattrat() calls refuse the O_PATH fd itself with AT_EMPTY_PATH.) */
+
+#ifndef SYS_setxattrat
+#define SYS_setxattrat 463      /* Linux 6.13; glibc 2.36 names none */
+#define SYS_getxattrat 464
+#define SYS_listxattrat 465
+#define SYS_removexattrat 466
+#endif
+
+/* The kernel's struct xattr_args (uapi, Linux 6.13). */
+struct xattrat_value {
+	uint64_t value;
+	uint32_t size;
+	uint32_t flags;
+};
 
 /* What one xattr call needs; `name` NULL means list. */
 struct xattr_args {
@@ -31,6 +51,27 @@ struct xattr_args {
 	int flags;
 	bool remove;
 };
+
+/* By name `n` under the directory dirfd; -1 with ENOSYS before 6.13. */
+static ssize_t xattr_call_at(int dirfd, const char *n,
+			     const struct xattr_args *a)
+{
+	struct xattrat_value v = {
+		.value = (uintptr_t)(a->value ? (const void *)a->value : a->buf),
+		.size = (uint32_t)a->size,
+		.flags = (uint32_t)a->flags,
+	};
+
+	if (a->remove)
+		return syscall(SYS_removexattrat, dirfd, n, 0, a->name);
+	if (a->value)
+		return syscall(SYS_setxattrat, dirfd, n, 0, a->name, &v,
+			       sizeof(v));
+	if (a->name)
+		return syscall(SYS_getxattrat, dirfd, n, 0, a->name, &v,
+			       sizeof(v));
+	return syscall(SYS_listxattrat, dirfd, n, 0, a->buf, a->size);
+}
 
 static ssize_t xattr_call(const char *path, const struct xattr_args *a)
 {
@@ -44,16 +85,25 @@ static ssize_t xattr_call(const char *path, const struct xattr_args *a)
 }
 
 struct xattr_call_args {
-	const char *path;
+	int proc_fd;
+	int fd;                 /* the inode's O_PATH fd */
 	const struct xattr_args *a;
 	ssize_t n;
 };
 
 static int xattr_fn(void *a_)
 {
+	static atomic_bool no_xattrat;
 	struct xattr_call_args *c = a_;
+	char p[PROC_FD_PATH_MAX];
 
-	c->n = xattr_call(c->path, c->a);
+	if (!atomic_load_explicit(&no_xattrat, memory_order_relaxed)) {
+		c->n = xattr_call_at(c->proc_fd, fd_name(p, c->fd), c->a);
+		if (c->n >= 0 || errno != ENOSYS)
+			return c->n < 0 ? neg_errno() : 0;
+		atomic_store_explicit(&no_xattrat, true, memory_order_relaxed);
+	}
+	c->n = xattr_call(proc_path(p, c->fd), c->a);
 	return c->n < 0 ? neg_errno() : 0;
 }
 
@@ -63,14 +113,13 @@ static ssize_t xattr_on(fuse_req_t req, fuse_ino_t ino,
 {
 	struct lfs *fs = req_fs(req);
 	struct lfs_inode *inode = inode_of(fs, ino);
-	char p[PROC_FD_PATH_MAX];
 	int fd = inode_fd(fs, inode);
-	struct xattr_call_args c = { .a = a };
+	struct xattr_call_args c = { .proc_fd = fs->proc_fd, .fd = fd,
+				     .a = a };
 	int rc;
 
 	if (fd < 0)
 		return fd;
-	c.path = proc_path(p, fd);
 	rc = as_caller(req, xattr_fn, &c);
 	inode_fd_put(inode, fd);
 	return rc < 0 ? rc : c.n;
