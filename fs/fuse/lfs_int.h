@@ -174,8 +174,9 @@ static inline int neg_errno(void)
 	return errno ? -errno : -EIO;
 }
 
-/* "/proc/self/fd/N" for fd into buf: for the calls that have no *at()
- * form (truncate, the xattr calls) and the fallbacks for old kernels. */
+/* "/proc/self/fd/N" for fd into buf: for truncate, which has no *at()
+ * form, and the fallbacks where the kernel predates fchmodat2(),
+ * RWF_NOAPPEND or the *xattrat() calls. */
 static inline const char *proc_path(char buf[PROC_FD_PATH_MAX], int fd)
 {
 	snprintf(buf, PROC_FD_PATH_MAX, "/proc/self/fd/%d", fd);
