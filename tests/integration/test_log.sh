@@ -103,6 +103,16 @@ barrier syslog /dev/log
 [ "$(n syslog)" -eq 1 ] || fail "syslog got records while the journal listened: $(grep syslog "$LOG")"
 ok "umount: shutting down and stopped in the journal; nothing went to syslog while the journal listened"
 
+# A mount point whose name holds a newline and a field: one record, the
+# name whole in its field (the protocol's binary form), '?' in MESSAGE.
+E="$T/evil"$'\n'"PRIORITY=0"
+mount_ws "$T/root-e" "$E"
+expect 1 journal "LEASEFS_MOUNTPOINT=$E" PRIORITY=6 "MESSAGE~^$T/evil\\?PRIORITY=0: serving "
+"$LEASEFS" umount "$E"
+barrier journal "$J"
+[ "$(n journal PRIORITY=0)" -eq 0 ] || fail "a path set a field: $(grep -a PRIORITY=0 "$LOG")"
+ok "a newline in the mount point forges no field and no line"
+
 # 2. A refusal at start: on the caller's stderr and in the log.
 mount_ws "$R" "$M"
 mkdir "$T/mnt2"

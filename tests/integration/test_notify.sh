@@ -80,4 +80,15 @@ expect 1 path "EXTEND_TIMEOUT_USEC=90000000" "STATUS~^waiting up to 60 s: worksp
 expect 2 path "READY=1"
 kill -TERM "$w"; wait "$w" || fail "the waiting mount exited $?"
 ok "refused: STATUS failed and ERRNO; --wait: STATUS waiting and EXTEND_TIMEOUT_USEC, then READY=1"
+
+# 4. A root whose name holds a newline and an assignment adds none.
+E="$T/evil"$'\n'"MAINPID=1"
+mkdir -p "$E" "$T/mnt3"
+MOUNTS+=("$T/mnt3")
+NOTIFY_SOCKET=$NS "$LEASEFS" mount -f "$E" "$T/mnt3" 2>/dev/null &
+e=$!; PIDS+=("$e")
+expect 1 path READY=1 "pid=$e" "STATUS~serving $T/evil\\?MAINPID=1\$"
+[ "$(n path "MAINPID~.")" -eq 0 ] || fail "a root's name set MAINPID: $(grep MAINPID "$LOG")"
+kill -TERM "$e"; wait "$e" || fail "the daemon of the evil root exited $?"
+ok "a newline in ROOT adds no assignment to STATUS"
 echo PASS
