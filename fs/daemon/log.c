@@ -85,7 +85,7 @@ static void fuse_log_fn(enum fuse_log_level level, const char *fmt, va_list ap)
 	n = strlen(msg);
 	while (n > 0 && msg[n - 1] == '\n')
 		msg[--n] = '\0';
-	log_full((int)level, 0, "libfuse", 0, "", "%s", msg);
+	log_full((int)level, 0, NULL, 0, NULL, "%s", msg);
 }
 
 void log_open(int level, bool foreground)
@@ -179,10 +179,9 @@ static int journal_send(int level, int error, const char *file, int line,
 	journal_field(f, "MESSAGE", msg);
 	fprintf(f, "PRIORITY=%d\nSYSLOG_FACILITY=%d\nSYSLOG_IDENTIFIER=leasefs\n",
 		level, LOG_DAEMON >> 3);
-	if (line > 0)
-		fprintf(f, "CODE_LINE=%d\n", line);
-	journal_field(f, "CODE_FILE", file);
-	journal_field(f, "CODE_FUNC", func);
+	if (line > 0) /* libfuse's messages have no place of ours */
+		fprintf(f, "CODE_FILE=%s\nCODE_LINE=%d\nCODE_FUNC=%s\n", file, line,
+			func);
 	if (error)
 		fprintf(f, "ERRNO=%d\n", error);
 	if (lg.mountpoint[0])

@@ -55,11 +55,6 @@ int notify_open(void)
 	return 0;
 }
 
-int notify_enabled(void)
-{
-	return notify_fd >= 0;
-}
-
 int notify_status(const char *fixed, const char *fmt, ...)
 {
 	char *status = NULL, *msg = NULL;

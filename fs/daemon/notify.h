@@ -20,8 +20,6 @@ int notify_open(void);
  * NOTIFY_TIMEOUT_MS).  A no-op without a socket. */
 int notify_status(const char *fixed, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* Whether there is a manager to tell. */
-int notify_enabled(void);
 
 #define NOTIFY_TIMEOUT_MS 1000
 
