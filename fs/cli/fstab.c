@@ -75,18 +75,23 @@ static void argv_free(struct argv_buf *a)
 }
 
 /* One option from inside -o: leasefs's own key becomes --KEY=VALUE ('+'
- * joins etcd endpoints there), anything else stays a -o option. */
+ * joins etcd endpoints there; KEY may be spelled with '_' for '-'),
+ * anything else stays a -o option. */
 static int fstab_opt(struct argv_buf *a, char *opt)
 {
+	size_t key = mount_own_key(opt);
 	char *arg;
 
-	if (!mount_own_key(opt)) {
+	if (!key) {
 		int r = argv_add(a, "-o");
 
 		return r < 0 ? r : argv_add(a, opt);
 	}
 	if (asprintf(&arg, "--%s", opt) < 0)
 		return -ENOMEM;
+	for (size_t i = 2; i < key + 2; i++)
+		if (arg[i] == '_')
+			arg[i] = '-';
 	if (strncmp(opt, "leases=", 7) == 0)
 		for (char *p = arg; *p; p++)
 			if (*p == '+')

@@ -19,6 +19,7 @@
 #include <linux/mount.h>
 
 #include "cli.h"
+#include "log.h"
 
 int usage_error(struct lfs_err *err, const char *fmt, const char *arg)
 {
@@ -224,7 +225,7 @@ static int add_fuse_opt(struct mount_opts *o, const char *arg,
 }
 
 enum { OPT_PLACEMENT = 256, OPT_LEASES, OPT_SESSION, OPT_WAIT, OPT_TTL,
-       OPT_METRICS_DIR, OPT_FILES_PER_USER, OPT_OWNER,
+       OPT_METRICS_DIR, OPT_FILES_PER_USER, OPT_OWNER, OPT_LOG_LEVEL,
        OPT_JSON };
 
 static const struct option mount_longopts[] = {
@@ -236,6 +237,7 @@ static const struct option mount_longopts[] = {
 	{ "metrics-dir", required_argument, NULL, OPT_METRICS_DIR },
 	{ "files-per-user", required_argument, NULL, OPT_FILES_PER_USER },
 	{ "owner", required_argument, NULL, OPT_OWNER },
+	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 }
 };
@@ -342,6 +344,13 @@ static int parse_mount_opt(struct mount_opts *o, int c, struct lfs_err *err)
 		return 0;
 	}
 	case OPT_OWNER: return owner_opt(o, optarg, err);
+	case OPT_LOG_LEVEL:
+		o->log_level = log_parse_level(optarg);
+		if (o->log_level < 0)
+			return usage_error(err, "bad --log-level '%s' (expected "
+					   "error, warning, notice, info or debug)",
+					   optarg);
+		return 0;
 	case 'o': return add_fuse_opt(o, optarg, err);
 	case 'f': o->foreground = true; return 0;
 	case 'd': o->debug = o->foreground = true; return 0;
@@ -359,6 +368,7 @@ int parse_mount(int argc, char **argv, struct mount_opts *o,
 	o->owner_gid = getgid();
 	o->placement = PLACEMENT_EXCLUSIVE;
 	o->leases = default_leases();
+	o->log_level = LOG_INFO;
 	o->attrs.nodiratime = o->attrs.lazytime = -1;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+o:fdh", mount_longopts, NULL)) != -1) {
@@ -380,6 +390,18 @@ int parse_mount(int argc, char **argv, struct mount_opts *o,
 	return 0;
 }
 
+/* Whether `key` (n bytes) spells `name`, a '_' standing for a '-' (mount
+ * options are spelled with '_': log_level=, metrics_dir=). */
+static bool key_is(const char *key, size_t n, const char *name)
+{
+	if (strlen(name) != n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((key[i] == '_' ? '-' : key[i]) != name[i])
+			return false;
+	return true;
+}
+
 /* "key=value" with the key one of mount's long options that takes a value
  * (leasefs's own keys inside -o, the mount(8)/fstab form): the key's
  * length, else 0. */
@@ -389,8 +411,7 @@ size_t mount_own_key(const char *opt)
 
 	for (const struct option *lo = mount_longopts; eq && lo->name; lo++)
 		if (lo->has_arg == required_argument &&
-		    (size_t)(eq - opt) == strlen(lo->name) &&
-		    strncmp(opt, lo->name, (size_t)(eq - opt)) == 0)
+		    key_is(opt, (size_t)(eq - opt), lo->name))
 			return (size_t)(eq - opt);
 	return 0;
 }

@@ -108,9 +108,44 @@ static void report(int *fd, int code)
 	if (*fd < 0)
 		return;
 	if (write(*fd, &b, 1) != 1)
-		perror("leasefs: report to parent");
+		log_error_errno(errno, "cannot report to the waiting parent: %m");
 	close(*fd);
 	*fd = -1;
+}
+
+void gating_lease(struct daemon *d, const char **name, uint64_t *epoch)
+{
+	bool root = coord_root_epoch(d->coord) != 0;
+
+	*name = root ? coord_root_lease_name(d->coord)
+		     : coord_session_lease_name(d->coord);
+	*epoch = root ? coord_root_epoch(d->coord) : coord_session_epoch(d->coord);
+}
+
+/* The leases are held: every message from now on names them. */
+static void log_leases(struct daemon *d)
+{
+	const char *name;
+	uint64_t epoch;
+
+	gating_lease(d, &name, &epoch);
+	log_set_mount(d->opts->mountpoint, coord_root(d->coord));
+	log_set_lease(name, epoch);
+}
+
+/* Serving: said once, to the log and to the service manager, which may
+ * count the unit started (a daemon that forked is the main process now). */
+static void say_serving(struct daemon *d)
+{
+	char fixed[64] = "READY=1\n";
+	const char *name;
+	uint64_t epoch;
+
+	gating_lease(d, &name, &epoch);
+	if (!d->opts->foreground)
+		snprintf(fixed, sizeof(fixed), "READY=1\nMAINPID=%d\n", (int)getpid());
+	log_info("serving %s: lease %s held at epoch %" PRIu64 " (%s placement, store %s)", coord_root(d->coord), name, epoch, coord_placement(d->coord)->name, d->leases_shown);
+	notify_status(fixed, "held: lease %s at epoch %" PRIu64 ", serving %s", name, epoch, coord_root(d->coord));
 }
 
 /* The kernel's INIT is answered: the waiting parent may return. */
@@ -118,12 +153,48 @@ void on_serving(void *ud)
 {
 	struct daemon *d = ud;
 
+	say_serving(d);
 	report(&d->report_fd, EXIT_OK);
-	if (!d->opts->foreground)
+	if (!d->opts->foreground) {
+		log_detach_stderr();
 		detach_stdio();
+	}
 	/* What the start freed (store, host locks, mountinfo) goes back to
 	 * the system: an idle daemon is one of a thousand. */
 	malloc_trim(0);
+}
+
+/* The log and the service manager's socket, for the process that serves. */
+static void start_log(const struct mount_opts *o)
+{
+	int r;
+
+	log_open(o->log_level, o->foreground);
+	if (!o->debug)
+		log_take_libfuse();
+	log_set_mount(o->mountpoint, o->canon_root);
+	r = notify_open();
+	if (r < 0)
+		log_warning_errno(r, "ignoring $NOTIFY_SOCKET: %m");
+}
+
+/* A refusal at start, for the service manager (the log has it already). */
+static void say_failed(int r, const struct lfs_err *err)
+{
+	char fixed[32];
+
+	snprintf(fixed, sizeof(fixed), "ERRNO=%d\n", r < 0 ? -r : EIO);
+	notify_status(fixed, "failed: %s", err->msg);
+}
+
+/* The orderly end is done; `r` is the teardown's result, returned. */
+static int say_stopped(int r)
+{
+	if (r < 0)
+		log_error_errno(r, "stopped; the leases were not all released: %m");
+	else
+		log_info("stopped: unmounted, the leases released");
+	return r;
 }
 
 static int run_daemon(struct mount_opts *o, int report_fd)
@@ -134,6 +205,7 @@ static int run_daemon(struct mount_opts *o, int report_fd)
 	int r, code;
 
 	d.acquire_deadline = lease_deadline_ms((int64_t)(o->wait_s * 1000));
+	start_log(o);
 	r = process_setup(&err);
 	if (r < 0)
 		goto fail;
@@ -146,6 +218,7 @@ static int run_daemon(struct mount_opts *o, int report_fd)
 	r = open_coord(&d, &err);
 	if (r < 0)
 		goto fail;
+	log_leases(&d);
 	r = open_fs(&d, &err);
 	if (r < 0)
 		goto fail;
@@ -164,12 +237,15 @@ static int run_daemon(struct mount_opts *o, int report_fd)
 		goto fail;
 	}
 	if (r < 0)
-		fprintf(stderr, "leasefs: session loop: %s\n", strerror(-r));
-	code = teardown(&d) == 0 && r == 0 ? EXIT_OK : EXIT_FAIL;
+		log_error_errno(r, "session loop: %m");
+	daemon_stopping(&d, r < 0 ? "the session loop failed" : "unmounted");
+	code = say_stopped(teardown(&d)) == 0 && r == 0 ? EXIT_OK : EXIT_FAIL;
 	goto close_fds;
 fail:
-	fprintf(stderr, "leasefs: %s\n", err.msg);
+	log_error("%s", err.msg);
+	say_failed(r, &err);
 	code = lfs_exit_code(r, &err);
+	atomic_store(&d.stopping, true); /* a refusal, not a shutdown */
 	teardown(&d);
 	report(&report_fd, code);
 close_fds:
@@ -189,12 +265,12 @@ static int daemonize_and_run(struct mount_opts *o)
 	pid_t pid;
 
 	if (pipe2(p, O_CLOEXEC) < 0) {
-		perror("leasefs: pipe");
+		log_error_errno(errno, "pipe: %m");
 		return EXIT_FAIL;
 	}
 	pid = fork();
 	if (pid < 0) {
-		perror("leasefs: fork");
+		log_error_errno(errno, "fork: %m");
 		return EXIT_FAIL;
 	}
 	if (pid == 0) {

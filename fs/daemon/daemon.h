@@ -32,6 +32,7 @@ struct mount_opts {
 	bool allow_other;    /* -o allow_other (a user's mount: asked for) */
 	bool foreground;
 	bool debug;
+	int log_level;       /* --log-level: LOG_ERR..LOG_DEBUG */
 	const char *root;
 	const char *mnt_arg;   /* MOUNTPOINT as given */
 	char mountpoint[PATH_MAX];

@@ -6,6 +6,8 @@
  *   leases.c   preflight refusals, the coordinator, the host lock on ROOT
  *   mount.c    the FUSE layers composed and mounted
  *   events.c   the event thread: signals, umount requests, loss
+ *   log.c      the log: stderr, the journal or syslog (log.h)
+ *   notify.c   the service manager's notification socket (notify.h)
  * The CLI sees daemon.h; the control socket is control.h.
  */
 #ifndef LEASEFS_DAEMON_INT_H
@@ -18,6 +20,8 @@
 #include "fs.h"
 #include "gate.h"
 #include "hostlock.h"
+#include "log.h"
+#include "notify.h"
 #include "roots.h"
 #include "session.h"
 #include "transport.h"
@@ -81,6 +85,8 @@ struct daemon {
 
 /* daemon.c: the kernel's INIT is answered (a FUSE worker). */
 void on_serving(void *ud);
+/* The lease that gates the mount (the root's, else the session's). */
+void gating_lease(struct daemon *d, const char **name, uint64_t *epoch);
 
 /* setup.c */
 /* Stdin, stdout and stderr onto /dev/null (a daemon that serves). */
@@ -103,6 +109,9 @@ int block_signals(struct daemon *d);
 /* The coordinator's loss callback, and the control socket's umount. */
 void daemon_on_loss(void *ud, enum lease_loss why);
 void daemon_on_umount(void *ud);
+/* Shutdown begins, for `why`: said once (log, STOPPING=1) by the first
+ * caller, and the event thread told. */
+void daemon_stopping(struct daemon *d, const char *why);
 void *event_thread(void *p);
 /* Fenced: the root's host lock goes (its next owner on this host may
  * come). */

@@ -27,22 +27,29 @@ void daemon_on_loss(void *ud, enum lease_loss why)
 {
 	struct daemon *d = ud;
 
-	(void)why;
 	/* An unfenced placement never turns read-only; it only acknowledges. */
-	if (placement_get(d->opts->placement)->fenced)
+	if (placement_get(d->opts->placement)->fenced) {
 		atomic_store(&d->lost, true);
-	else
+	} else {
+		log_warning("a lease was lost (%s); shared placement: the mount stays writable", lease_loss_str(why));
 		atomic_store(&d->fence_due, true);
+	}
 	/* An eventfd add of 1 fails only on overflow: readable anyway. */
+	(void)eventfd_write(d->event_fd, 1);
+}
+
+void daemon_stopping(struct daemon *d, const char *why)
+{
+	if (!atomic_exchange(&d->stopping, true)) {
+		log_info("shutting down (%s)", why);
+		notify_status("STOPPING=1\n", "shutting down (%s): draining, unmounting, releasing the leases", why);
+	}
 	(void)eventfd_write(d->event_fd, 1);
 }
 
 void daemon_on_umount(void *ud)
 {
-	struct daemon *d = ud;
-
-	atomic_store(&d->stopping, true);
-	(void)eventfd_write(d->event_fd, 1);
+	daemon_stopping(ud, "leasefs umount");
 }
 
 /*
@@ -63,6 +70,7 @@ static void begin_stop(struct daemon *d)
 /* What the event thread still owes a loss. */
 struct loss_work {
 	bool seen;
+	bool fence_waits;   /* said that in-flight mutations hold the fence */
 	bool fenced;        /* drained and released: successors may come */
 	bool caches_dropped;
 	bool ro_done;
@@ -72,8 +80,23 @@ struct loss_work {
 
 static void loss_begin(struct daemon *d)
 {
-	fprintf(stderr, "leasefs: lease lost (%s); %s is read-only now\n",
-		lease_loss_str(coord_loss_reason(d->coord)), d->opts->mountpoint);
+	const char *why = lease_loss_str(coord_loss_reason(d->coord)), *name;
+	uint64_t epoch;
+
+	gating_lease(d, &name, &epoch);
+	log_warning("lease %s on %s lost (%s) at epoch %" PRIu64 "; the mount is read-only now", name, coord_root(d->coord), why, epoch);
+	notify_status("", "lost (%s) at epoch %" PRIu64 ": read-only; acknowledging the loss once the mutations in flight are done", why, epoch);
+}
+
+/* The loss is acknowledged to the store: a successor may take the name. */
+static void loss_fenced(struct daemon *d)
+{
+	const char *why = lease_loss_str(coord_loss_reason(d->coord)), *name;
+	uint64_t epoch;
+
+	gating_lease(d, &name, &epoch);
+	log_info("loss of lease %s (epoch %" PRIu64 ") acknowledged to the store", name, epoch);
+	notify_status("", "lost (%s) at epoch %" PRIu64 ": read-only; the loss is acknowledged", why, epoch);
 }
 
 /* Fenced: nothing of ours writes the root any more; let its next owner
@@ -96,22 +119,24 @@ static int remount_step(struct daemon *d, int *tries)
 
 	/* Only root may reconfigure a superblock; a user's mount is read-only
 	 * by its gate alone, which refuses every mutation already. */
-	if (geteuid() != 0)
+	if (geteuid() != 0) {
+		log_info("read-only by the gate alone (only root may remount a superblock read-only)");
 		return -1;
+	}
 	r = session_remount_readonly(d->opts->mountpoint);
 
+	if (r == 0 && *tries == 0)
+		log_info("remounted read-only");
+	if (r == 0 && *tries > 0)
+		log_info("remounted read-only once the files open for writing closed (%d tries)", *tries + 1);
 	if (r == 0)
 		return -1;
 	if (r != -EBUSY) {
-		fprintf(stderr, "leasefs: cannot make %s read-only: %s; the gate "
-			"still refuses every mutation\n", d->opts->mountpoint,
-			strerror(-r));
+		log_error_errno(r, "cannot remount read-only: %m; the gate still refuses every mutation");
 		return -1;
 	}
 	if (*tries == 0)
-		fprintf(stderr, "leasefs: %s has files open for writing; the "
-			"read-only remount waits for them to close\n",
-			d->opts->mountpoint);
+		log_notice("files are open for writing; the read-only remount waits for them to close");
 	++*tries;
 	return *tries >= 5 ? RO_RETRY_MAX_MS : RO_RETRY_MIN_MS << *tries;
 }
@@ -135,6 +160,11 @@ static int loss_step(struct daemon *d, struct loss_work *w)
 		w->fenced = coord_fence(d->coord, FENCE_STEP_MS) != -ETIMEDOUT;
 		if (w->fenced)
 			drop_hostlock(d);
+		if (w->fenced)
+			loss_fenced(d);
+		else if (!w->fence_waits)
+			log_notice("%ld mutation(s) in flight: the loss is acknowledged once they are done", coord_inflight(d->coord));
+		w->fence_waits = true;
 	}
 	/* Dropping a file's pages waits for the page locks of writes in
 	 * flight: only once they drained, so that this thread keeps holding
@@ -158,6 +188,19 @@ static int loss_step(struct daemon *d, struct loss_work *w)
 	return next_ms > 0 ? (int)next_ms : 0;
 }
 
+/* Shared placement: a lost lease gates nothing; its loss is acknowledged
+ * at once. */
+static void shared_loss_step(struct daemon *d)
+{
+	int r = coord_fence(d->coord, 0);
+
+	if (r < 0)
+		log_error_errno(r, "cannot acknowledge the loss to the store: %m");
+	else
+		log_info("loss acknowledged to the store");
+	notify_status("", "a lease was lost; shared placement: the mount stays writable");
+}
+
 /* Signals, umount requests and loss, handled off the FUSE threads. */
 void *event_thread(void *p)
 {
@@ -176,9 +219,12 @@ void *event_thread(void *p)
 			break;
 		if (pfd[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
+			char sig[16];
 
-			if (read(d->signal_fd, &si, sizeof(si)) > 0)
-				atomic_store(&d->stopping, true);
+			if (read(d->signal_fd, &si, sizeof(si)) > 0) {
+				snprintf(sig, sizeof(sig), "SIG%s", sigabbrev_np((int)si.ssi_signo));
+				daemon_stopping(d, sig);
+			}
 		}
 		if (pfd[1].revents & POLLIN) {
 			eventfd_t v;
@@ -193,7 +239,7 @@ void *event_thread(void *p)
 		if (atomic_load(&d->lost))
 			timeout = loss_step(d, &lw);
 		else if (atomic_exchange(&d->fence_due, false))
-			coord_fence(d->coord, 0);
+			shared_loss_step(d);
 	}
 	return NULL;
 }

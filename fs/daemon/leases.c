@@ -66,14 +66,14 @@ static int after_acquire(void *ud, const char *root, struct lease_err *err)
 static void log_line(void *ud, const char *msg)
 {
 	(void)ud;
-	fprintf(stderr, "leasefs: %s\n", msg);
+	log_warning("%s", msg);
 }
 
 static void log_release(void *ud, const char *name, int64_t deadline)
 {
 	(void)ud;
 	(void)deadline;
-	fprintf(stderr, "leasefs: releasing %s\n", name);
+	log_info("releasing %s", name);
 }
 
 /*
@@ -187,6 +187,16 @@ static int lock_dirs(struct daemon *d, struct lfs_err *err)
 	return lfs_err_from_lease(err, r, &le);
 }
 
+/* Waiting for a busy root, for the service manager, whose start timeout
+ * the wait extends (with room for the rest of the start). */
+static void say_waiting(double wait_s, const char *why)
+{
+	char fixed[64];
+
+	snprintf(fixed, sizeof(fixed), "EXTEND_TIMEOUT_USEC=%llu\n", (unsigned long long)((wait_s + 30) * 1e6));
+	notify_status(fixed, "waiting up to %.0f s: %s", wait_s, why);
+}
+
 /*
  * With --wait, a busy root is said once ("...; waiting up to N s") before
  * the wait, so that whoever started the mount knows what it waits for.
@@ -204,8 +214,8 @@ static int coord_open_waiting(struct daemon *d, struct coord_config *cfg,
 		cfg->acquire_deadline = deadline;
 		if (r == 0 || le.kind != LEASE_E_HELD)
 			return lfs_err_from_lease(err, r, &le);
-		fprintf(stderr, "leasefs: %s; waiting up to %.0f s\n", le.msg,
-			d->opts->wait_s);
+		log_notice("%s; waiting up to %.0f s", le.msg, d->opts->wait_s);
+		say_waiting(d->opts->wait_s, le.msg);
 	}
 	return lfs_err_from_lease(err, coord_open(cfg, &d->coord, &le), &le);
 }

@@ -40,13 +40,18 @@ static char *opt_escape(const char *s)
 	return out;
 }
 
+/*
+ * The source mount(8), findmnt and df show is ROOT itself, as canonical as
+ * mount(8) makes an fstab line's (the type, fuse.leasefs, says what
+ * serves it): `mount -a` then finds the line mounted and leaves it.
+ */
 static int build_fuse_args(struct mount_opts *o, const char *root,
 			   struct fuse_args *args)
 {
 	char *fsname = NULL, *esc = opt_escape(root);
 	int r = 0;
 
-	if (!esc || asprintf(&fsname, "fsname=leasefs:%s,subtype=leasefs", esc) < 0) {
+	if (!esc || asprintf(&fsname, "fsname=%s,subtype=leasefs", esc) < 0) {
 		free(esc);
 		return -ENOMEM;
 	}
@@ -152,7 +157,7 @@ int open_fs(struct daemon *d, struct lfs_err *err)
 					.kill_suidgid = transport_kill_suidgid,
 					.serving = on_serving, .serving_ud = d,
 					.wire = &transport_wire_ops };
-	r = build_fuse_args(d->opts, cfg.root, &args);
+	r = build_fuse_args(d->opts, d->opts->canon_root, &args);
 	if (r == 0) {
 		d->se = fuse_session_new(&args, gate_ops(d->gate),
 					 sizeof(struct fuse_lowlevel_ops), &d->sess);

@@ -241,8 +241,14 @@ char *status_prometheus(const struct status *st)
 		return NULL;
 	metric_lease(st, f);
 	metric_ops(st, f);
+	/* Labelled by mount point like every sample: mounts that share a
+	 * textfile directory never write the same series twice.  (HELP and
+	 * TYPE stay as they were: node_exporter refuses a family whose files
+	 * disagree on them, as old and new daemons' would.) */
 	metric_head(f, "leasefs_build_info", "gauge", "The leasefs build.");
-	fprintf(f, "leasefs_build_info{version=\"%s\"} 1\n", LEASEFS_VERSION);
+	metric_labels(f, "leasefs_build_info", st,
+		      "version=\"" LEASEFS_VERSION "\"");
+	fputs(" 1\n", f);
 	if (fclose(f) != 0) {
 		free(buf);
 		return NULL;

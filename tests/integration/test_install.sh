@@ -31,14 +31,18 @@ for w in "leasefs mount" "leasefs status" "leasefs watch" "leasefs umount" \
 	 LEASEFS_ETCD_CA LEASEFS_ETCD_CERT LEASEFS_ETCD_KEY LEASEFS_INODE_FDS \
 	 "EXIT STATUS" FILES fstab "fuse.leasefs" 75 64 77 --owner fsstore: \
 	 postgresql:// nats:// LEASEFS_NATS_CREDS PGPASSFILE fusermount3 69 \
-	 user_allow_other XDG_STATE_HOME "systemctl --user" tmpfiles.d; do
+	 user_allow_other XDG_STATE_HOME "systemctl --user" tmpfiles.d \
+	 --log-level log_level syslog journal NOTIFY_SOCKET JOURNAL_STREAM \
+	 /usr/local/bin mount.fuse3 "mount -a"; do
 	grep -qF -- "$w" <<<"$text" || fail "leasefs(8) does not mention $w"
 done
 ok "leasefs(8) renders, lints clean, names every command, option and variable"
 
 UNIT=$D/usr/local/lib/systemd/system/leasefs@.service
 # The check below can fail: a broken copy of the unit does not verify.
-sed 's/^Type=forking/Type=forkd/' "$UNIT" >"$T/broken@.service"
+grep -qx 'Type=notify' "$UNIT" && grep -q '^ExecStart=.*/leasefs mount -f ' "$UNIT" ||
+	fail "the unit is not Type=notify with leasefs mount -f: $(grep -E '^(Type|ExecStart)=' "$UNIT")"
+sed 's/^Type=notify/Type=notfy/' "$UNIT" >"$T/broken@.service"
 if out=$(systemd-analyze verify "$T/broken@.service" 2>&1) && [ -z "$out" ]; then
 	fail "systemd-analyze verify accepts a broken unit"
 fi

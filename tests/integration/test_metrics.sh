@@ -2,7 +2,8 @@
 # leasefs metrics and --metrics-dir: the Prometheus text exposition passes
 # `promtool check metrics`, counts what was done, turns to held 0 / losses 1
 # on loss with the refused mutations counted by operation; the textfile is
-# rewritten before a watcher hears of the change, and removed at umount.
+# rewritten before a watcher hears of the change, and removed at umount;
+# two mounts' textfiles in one directory are read together.
 . "$(dirname "$0")/lib.sh"
 
 R=$T/root M=$T/mnt MD=$T/metrics
@@ -67,4 +68,47 @@ got=$(stat -c %s "$T/c.prom")
 out=$(promtool check metrics <"$T/c.prom" 2>&1) || fail "promtool long: $out"
 ok "a $got-byte exposition arrives whole (64 KiB cut it before)"
 "$LEASEFS" umount "$long"
+
+# Two mounts writing one textfile directory: node_exporter's textfile
+# collector reads every file and gathers their families together; a
+# series two files both have (same name and labels), or a family whose
+# HELP or TYPE differ between files, fails every scrape.  The merge below
+# does what the collector does; promtool then checks the whole.
+mount_ws "$T/root3" "$T/m3" --metrics-dir="$MD"
+mount_ws "$T/root4" "$T/m4" --metrics-dir="$MD"
+tf=("$MD"/leasefs-*.prom)
+[ ${#tf[@]} -eq 2 ] || fail "${#tf[@]} textfiles for two mounts"
+python3 - "${tf[@]}" >"$T/merged.prom" <<-'PY' || fail "the textfiles do not merge: $(cat "$T/merged.prom")"
+	import re, sys
+	def die(msg):
+	    print(msg)
+	    sys.exit(1)
+	families, order, seen = {}, [], set()
+	for path in sys.argv[1:]:
+	    for line in open(path):
+	        m = re.match(r"# (HELP|TYPE) (\S+) (.*)", line)
+	        if m:
+	            kind, name, text = m.groups()
+	            fam = families.setdefault(name, {"HELP": None, "TYPE": None, "samples": []})
+	            if name not in order:
+	                order.append(name)
+	            if fam[kind] not in (None, text):
+	                die(f"{name}: {kind} differs between files: {fam[kind]!r} and {text!r}")
+	            fam[kind] = text
+	            continue
+	        series = line.rsplit(" ", 1)[0]
+	        if series in seen:
+	            die(f"{series}: in two files")
+	        seen.add(series)
+	        families[re.match(r"[^{ ]+", line).group(0)]["samples"].append(line)
+	for name in order:
+	    f = families[name]
+	    print(f"# HELP {name} {f['HELP']}\n# TYPE {name} {f['TYPE']}")
+	    print("".join(f["samples"]), end="")
+	PY
+out=$(promtool check metrics <"$T/merged.prom" 2>&1) || fail "promtool, the merged textfiles: $out"
+[ "$(grep -c '^leasefs_build_info{' "$T/merged.prom")" -eq 2 ] || fail "build_info: $(grep build_info "$T/merged.prom")"
+"$LEASEFS" umount "$T/m3"
+"$LEASEFS" umount "$T/m4"
+ok "two mounts' textfiles in one directory merge as node_exporter merges them (no series twice), and pass promtool"
 echo PASS
