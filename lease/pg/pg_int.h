@@ -74,12 +74,12 @@ struct pg_lease;
 struct pg_store {
 	char *conninfo;          /* the URI as libpq takes it (ours stripped) */
 	char *shown;             /* the URI for messages: no password */
+	char schema[PG_SCHEMA_MAX + 1];
+	char prefix[PG_PREFIX_MAX + 1];
 	char key[PG_SCHEMA_MAX + PG_PREFIX_MAX + 2]; /* "schema.prefix" */
 	char q_schema[PG_SCHEMA_MAX + 3];              /* "schema" */
 	char t_main[2 * PG_NAME_MAX + 8];     /* "schema"."prefixleases" */
 	char t_versions[2 * PG_NAME_MAX + 8]; /* ..."prefixschema_migrations" */
-	/* An older leasefs's table beside the harness's (a trace of it). */
-	char t_old_holders[2 * PG_NAME_MAX + 8];
 	size_t longest;          /* the longest identifier we name */
 	int64_t ttl_ms;
 	/* lock protects conn, leases (and each member's fields marked so),

@@ -64,14 +64,14 @@ int pg_ident_check(const char *what, const char *s, size_t max,
 
 void pg_names_set(struct pg_store *ps, const char *schema, const char *prefix)
 {
+	snprintf(ps->schema, sizeof(ps->schema), "%s", schema);
+	snprintf(ps->prefix, sizeof(ps->prefix), "%s", prefix);
 	snprintf(ps->key, sizeof(ps->key), "%s.%s", schema, prefix);
 	snprintf(ps->q_schema, sizeof(ps->q_schema), "\"%s\"", schema);
 	snprintf(ps->t_main, sizeof(ps->t_main), "\"%s\".\"%sleases\"", schema,
 		 prefix);
 	snprintf(ps->t_versions, sizeof(ps->t_versions),
 		 "\"%s\".\"%s" LONGEST_SUFFIX "\"", schema, prefix);
-	snprintf(ps->t_old_holders, sizeof(ps->t_old_holders),
-		 "\"%s\".\"%sleases_leasefs_holders\"", schema, prefix);
 	/* The longest identifier leasefs names: derived, or its own. */
 	ps->longest = strlen(prefix) + sizeof(LONGEST_SUFFIX) - 1;
 	if (strlen(schema) > ps->longest)
@@ -84,25 +84,34 @@ void pg_names_set(struct pg_store *ps, const char *schema, const char *prefix)
 
 /* What the database has, read in one statement. */
 struct found {
-	bool schema, versions, leases, old_holders, own_schema, own_tables;
+	bool schema, versions, leases, own_schema, own_tables;
+	bool old_holders;        /* an older leasefs's table beside the harness's */
 	int64_t version;         /* -1: no version table */
 	int ident_max;           /* the server's max_identifier_length */
 	char user[PG_NAME_MAX + 1];
 };
 
+/* Whether relation $2 || NAME is in schema $1, from the catalogs (which,
+ * unlike to_regclass(), need no privilege on the schema). */
+#define REL_IN(schema, name) "EXISTS (SELECT 1 FROM pg_class c JOIN " \
+	"pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = " schema \
+	" AND c.relname = " name ")"
+
 static int probe(struct pg_store *ps, struct found *f, struct lease_err *err)
 {
-	const char *p[] = { ps->q_schema, ps->t_versions, ps->t_main,
-			    ps->t_old_holders };
+	const char *p[] = { ps->schema, ps->prefix };
 	PGresult *res = NULL;
 	int r;
 
-	r = pg_query(ps, 0, "SELECT to_regnamespace($1) IS NOT NULL, "
-		     "to_regclass($2) IS NOT NULL, to_regclass($3) IS NOT NULL, "
-		     "to_regclass($4) IS NOT NULL, to_regnamespace('" PG_OWN_SCHEMA
-		     "') IS NOT NULL, to_regclass('" PG_T_NAMES "') IS NOT NULL AND "
-		     "to_regclass('" PG_T_WITHIN "') IS NOT NULL, current_setting("
-		     "'max_identifier_length')::int, current_user", 4, p, &res, err);
+	r = pg_query(ps, 0, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE "
+		     "nspname = $1), " REL_IN("$1", "$2 || '" LONGEST_SUFFIX "'")
+		     ", " REL_IN("$1", "$2 || 'leases'") ", "
+		     REL_IN("$1", "$2 || 'leases_leasefs_holders'") ", EXISTS ("
+		     "SELECT 1 FROM pg_namespace WHERE nspname = '" PG_OWN_SCHEMA
+		     "'), " REL_IN("'" PG_OWN_SCHEMA "'", "'pgstore_names'") " AND "
+		     REL_IN("'" PG_OWN_SCHEMA "'", "'pgstore_within'") ", "
+		     "current_setting('max_identifier_length')::int, current_user",
+		     2, p, &res, err);
 	if (r < 0)
 		return r;
 	f->schema = PQgetvalue(res, 0, 0)[0] == 't';
@@ -225,11 +234,8 @@ static int make_own(struct pg_store *ps, const struct found *f,
 		"scope text NOT NULL, name text NOT NULL, epoch bigint NOT NULL, "
 		"holder bytea NOT NULL, PRIMARY KEY (store, scope, name))",
 	};
-	int r;
+	int r = pg_cmd(ps, 0, "BEGIN", err);
 
-	if (f->own_tables)
-		return 0;
-	r = pg_cmd(ps, 0, "BEGIN", err);
 	for (size_t i = 0; r == 0 && i < sizeof(ddl) / sizeof(ddl[0]); i++)
 		if (i != 1 || !f->own_schema)
 			r = pg_cmd(ps, 0, ddl[i], err);
@@ -250,6 +256,41 @@ static int make_own(struct pg_store *ps, const struct found *f,
 	return r;
 }
 
+/*
+ * Ours are owned by this user, a role it is a member of, or a superuser:
+ * whoever owns them controls what a write to them runs (triggers, rules),
+ * so tables another role made first, or a schema it owns, are refused.
+ * Looked at before make_own() and after it: a schema another role made
+ * meanwhile is seen.
+ */
+static int own_owned(struct pg_store *ps, const struct found *f,
+		     struct lease_err *err)
+{
+	PGresult *res = NULL;
+	int r;
+
+	r = pg_query(ps, 0, "SELECT what, o.rolname FROM (SELECT 'schema \""
+		     PG_OWN_SCHEMA "\"' AS what, nspowner AS owner FROM pg_namespace "
+		     "WHERE nspname = '" PG_OWN_SCHEMA "' UNION ALL SELECT 'table "
+		     PG_OWN_SCHEMA ".' || c.relname, c.relowner FROM pg_class c JOIN "
+		     "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = '"
+		     PG_OWN_SCHEMA "' AND c.relname IN ('pgstore_names', "
+		     "'pgstore_within')) x JOIN pg_roles o ON o.oid = x.owner WHERE "
+		     "NOT o.rolsuper "
+		     "AND NOT pg_has_role(x.owner, 'USAGE') LIMIT 1", 0, NULL, &res,
+		     err);
+	if (r == 0 && PQntuples(res) > 0)
+		r = lease_err_set(err, LEASE_E_SETUP, 0, NULL, "pgstore %s: %s "
+				  "belongs to role \"%s\", which user \"%s\" is "
+				  "not a member of: leasefs writes only tables its "
+				  "own roles control; let a superuser drop it, or "
+				  "give it to this user", ps->shown,
+				  PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
+				  f->user);
+	PQclear(res);
+	return r;
+}
+
 int pg_schema_open_locked(struct pg_store *ps, struct lease_err *err)
 {
 	struct found f = { 0 };
@@ -267,6 +308,11 @@ int pg_schema_open_locked(struct pg_store *ps, struct lease_err *err)
 		return not_set_up(ps, &f, err);
 	r = columns_ok(ps, err);
 	if (r == 0)
+		r = own_owned(ps, &f, err);
+	if (r == 0 && !f.own_tables) {
 		r = make_own(ps, &f, err);
+		if (r == 0)
+			r = own_owned(ps, &f, err);
+	}
 	return r;
 }

@@ -14,6 +14,7 @@
 #                 leasefs(8) says, epochs kept
 #   identifiers   schema and table_prefix: leasefs refuses what the harness
 #                 refuses; the longest the harness takes work end to end
+#   owners        another database role's "_leasefs" is refused, not used
 if [ -z "${LEASEFS_PG_URI:-}" ]; then
 	exec "$(dirname "$0")/../pg-harness.sh" bash "$0" "$@"
 fi
@@ -29,7 +30,7 @@ TTL=3
 mkdir -p "$R" "$M"
 NAME=$(python3 "$HERE/fsstore_peer.py" "$R" --root-name)
 BASE=${LEASEFS_PG_URI%/*}
-SECTIONS=${PG_IT_SECTIONS:-empty-first harness-first nesting older identifiers}
+SECTIONS=${PG_IT_SECTIONS:-empty-first harness-first nesting older identifiers owners}
 
 psql_in() { "$PG_BIN/psql" -X -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U leasefs "$1" -c "$2"; }
 # use_db DB: a new, empty database, the store of both sides (STORE; the
@@ -246,5 +247,33 @@ if section identifiers; then
 		fail "no record of the mount under store $s63.$a40"
 	"$LEASEFS" umount "$M"
 	ok "a 63-byte schema and a 40-byte prefix: mount and harness share \"$s63\".\"${a40}leases\""
+fi
+# ---- leasefs's own schema, made by another role ---------------------------
+if section owners; then
+	use_db owners
+	expect 0 'migrated 3' peer --migrations=apply "$STORE" migrate
+	q "CREATE ROLE mallory LOGIN; CREATE ROLE bob LOGIN;
+	   GRANT CREATE ON DATABASE owners TO mallory, bob;
+	   GRANT USAGE ON SCHEMA looprig TO mallory, bob;
+	   GRANT ALL ON ALL TABLES IN SCHEMA looprig TO mallory, bob" >/dev/null
+	psql_mallory() { "$PG_BIN/psql" -X -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U mallory owners -c "$1"; }
+	psql_mallory 'CREATE SCHEMA "_leasefs"; GRANT ALL ON SCHEMA "_leasefs" TO PUBLIC' >/dev/null
+	BOB="${BASE/leasefs@/bob@}/owners?sslmode=disable"
+	expect 78 '*schema "_leasefs" belongs to role "mallory", which user "bob" is not a member of*' \
+		"$LEASEFS" lease list --leases="$BOB"
+	[ "$(q "SELECT count(*) FROM pg_tables WHERE schemaname = '_leasefs'")" = 0 ] ||
+		fail "leasefs made tables in another role's schema"
+	psql_mallory 'DROP SCHEMA "_leasefs"' >/dev/null
+	# A schema open to all, where another role made one of our tables first
+	# (with whatever triggers it likes): refused too.
+	q 'CREATE SCHEMA "_leasefs"; GRANT ALL ON SCHEMA "_leasefs" TO PUBLIC' >/dev/null
+	psql_mallory 'CREATE TABLE "_leasefs"."pgstore_names" (store text, name text)' >/dev/null
+	expect 78 '*table _leasefs.pgstore_names belongs to role "mallory", which user "bob" is not a member of*' \
+		"$LEASEFS" lease list --leases="$BOB"
+	psql_mallory 'DROP TABLE "_leasefs"."pgstore_names"' >/dev/null
+	expect 0 '' "$LEASEFS" lease list --leases="$BOB"
+	[ "$(q "SELECT string_agg(tablename || ' ' || tableowner, ', ' ORDER BY tablename) FROM pg_tables WHERE schemaname = '_leasefs'")" = \
+	  "pgstore_names bob, pgstore_within bob" ] || fail "leasefs's tables are not bob's"
+	ok "a _leasefs schema or table another role owns is refused (78) and left alone; in a superuser's schema the user makes its own"
 fi
 echo PASS
