@@ -98,9 +98,11 @@ int pg_list(struct lease_store *store, lease_list_cb cb, void *userdata,
 	PGresult *res = NULL;
 	int r;
 
-	/* The harness's names, and the scopes of our nested grants. */
-	snprintf(names, sizeof(names), "(SELECT name FROM %s UNION SELECT scope "
-		 "FROM " PG_T_WITHIN " WHERE store = $1)", ps->t_main);
+	/* The harness's names, and the scopes of our live nested grants. */
+	snprintf(names, sizeof(names), "(SELECT name FROM %s UNION SELECT w.scope "
+		 "FROM " PG_T_WITHIN " w JOIN %s i ON i.name = w.name AND i.epoch "
+		 "= w.epoch AND i.holder = w.holder AND i.expires_at > "
+		 "clock_timestamp() WHERE w.store = $1)", ps->t_main, ps->t_main);
 	view_sql(ps, names, 1, sql, sizeof(sql));
 	strcat(sql, " ORDER BY n.name");
 	pthread_mutex_lock(&ps->lock);
