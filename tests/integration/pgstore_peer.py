@@ -5,11 +5,12 @@ the Go source of looprig/pgstore statement by statement.  Each operation
 cites its file and line: migrations.go, migrations/*.sql and pgstore.go
 as of schema version 3 (commit 7ad3605); internal/lease/lease.go,
 options.go and internal/postgres/postgres.go as of commit 9a759c6, the
-leaser's; internal names.go of looprig/storage for the name grammar.
+leaser's; names.go of looprig/storage for the name grammar.
 
   pgstore_peer.py [OPTIONS] URI migrate
       Open's migration runner alone, in --migrations' mode:
-      "migrated V" / "valid V", or the harness's error (exit 1)
+      "migrated V" / "valid V" / "disabled", or the harness's error
+      (exit 1)
   pgstore_peer.py [OPTIONS] URI options
       the options as Open resolves them: "ok SCHEMA PREFIX", or the
       harness's OptionsError (exit 2)
@@ -564,8 +565,8 @@ def main():
     try:
         version = migrate(conn, r)                           # pgstore.go:51
         if args == ["migrate"]:
-            print("%s %s" % ("valid" if r["migrations"] == "validate" else "migrated",
-                             version), flush=True)
+            verb = "valid" if r["migrations"] == "validate" else "migrated"
+            print("disabled" if version is None else "%s %d" % (verb, version), flush=True)
             return 0
         store = Store(conn, r)                               # pgstore.go:55
         name, mode = args[0], args[1]
