@@ -82,7 +82,7 @@ void pg_names_set(struct pg_store *ps, const char *schema, const char *prefix)
 
 /* ---- the harness's schema -------------------------------------------- */
 
-/* What the database has, read in one statement. */
+/* What the database has: the catalogs, then the harness's record. */
 struct found {
 	bool schema, versions, leases, own_schema, own_tables;
 	bool old_holders;        /* an older leasefs's table beside the harness's */
@@ -91,8 +91,9 @@ struct found {
 	char user[PG_NAME_MAX + 1];
 };
 
-/* Whether relation $2 || NAME is in schema $1, from the catalogs (which,
- * unlike to_regclass(), need no privilege on the schema). */
+/* Whether relation `name` is in schema `schema` (SQL expressions), from
+ * the catalogs (which, unlike to_regclass(), need no privilege on the
+ * schema). */
 #define REL_IN(schema, name) "EXISTS (SELECT 1 FROM pg_class c JOIN " \
 	"pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = " schema \
 	" AND c.relname = " name ")"
