@@ -25,6 +25,7 @@ int lease_errkind_errno(enum lease_errkind kind)
 	case LEASE_E_SHUTDOWN: return -ESHUTDOWN;
 	case LEASE_E_USAGE: return -EINVAL;
 	case LEASE_E_IO: return -EIO;
+	case LEASE_E_SETUP: return -ENOMEDIUM;
 	}
 	return -EIO;
 }
@@ -42,6 +43,7 @@ const char *lease_errkind_str(enum lease_errkind kind)
 		[LEASE_E_SHUTDOWN] = "shutdown",
 		[LEASE_E_USAGE] = "usage",
 		[LEASE_E_IO] = "io",
+		[LEASE_E_SETUP] = "setup",
 	};
 	if ((unsigned)kind < sizeof(s) / sizeof(s[0]) && s[kind])
 		return s[kind];

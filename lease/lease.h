@@ -36,6 +36,9 @@ enum lease_errkind {
 	LEASE_E_SHUTDOWN,    /* -ESHUTDOWN: admission closed by shutdown */
 	LEASE_E_USAGE,       /* -EINVAL: bad argument other than a name (URI, placement, ...) */
 	LEASE_E_IO,          /* any other errno from the store */
+	LEASE_E_SETUP,       /* -ENOMEDIUM: the store is not set up as its owner
+			      * sets it up (nothing was changed; the message
+			      * says what is missing and who makes it) */
 };
 
 struct lease_err {

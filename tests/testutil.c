@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -69,6 +70,40 @@ const char *tu_unique(void)
 	return buf;
 }
 
+/*
+ * The harness's migrations applied to a fresh table prefix, as its
+ * pgstore.Open in apply mode does (by the peer that follows it): leasefs
+ * opens only a store whose lease table the harness made.
+ */
+static void pg_harness_apply(const char *uri, const char *prefix)
+{
+	const char *peer = getenv("LEASEFS_PG_PEER");
+	char dsn[1024], opt[128];
+	int status = -1;
+	pid_t pid;
+
+	assert_non_null(peer);
+	snprintf(dsn, sizeof(dsn), "%s%ssslmode=disable", uri,
+		 strchr(uri, '?') ? "&" : "?");
+	snprintf(opt, sizeof(opt), "--prefix=%s", prefix);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+		if (null >= 0)
+			dup2(null, STDOUT_FILENO);
+		execl("/usr/bin/python3", "python3", peer, "--migrations=apply",
+		      opt, dsn, "migrate", (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("the harness's migrations for prefix %s: status %d",
+			 prefix, status);
+}
+
 struct lease_store *tu_open_store(const char *backend, char **dir_out)
 {
 	struct lease_store *st = NULL;
@@ -105,6 +140,7 @@ struct lease_store *tu_open_store(const char *backend, char **dir_out)
 		for (char *p = prefix; *p; p++)
 			if (*p == '-')
 				*p = '_';
+		pg_harness_apply(uri, prefix);
 		snprintf(last_uri, sizeof(last_uri), "%s?table_prefix=%s", uri,
 			 prefix);
 	} else if (strcmp(backend, "nats") == 0) {

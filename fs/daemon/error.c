@@ -56,6 +56,8 @@ static int lease_kind_exit(enum lease_errkind kind)
 	case LEASE_E_USAGE:
 	case LEASE_E_BADNAME:
 		return EXIT_USAGE;
+	case LEASE_E_SETUP:
+		return EXIT_SETUP;
 	default:
 		return EXIT_FAIL;
 	}

@@ -44,36 +44,80 @@ static int held(const char *who, int64_t epoch, struct lease_err *err)
 	return r;
 }
 
-/* In the transaction: every row locked in name order; held is busy. */
-static int lock_rows(struct pg_store *ps, int64_t deadline, const char *name,
-		     const char *names, struct lease_err *err)
+/* In the transaction: leasefs's rows of the name and its scopes, made if
+ * missing and locked in name order: one leasefs acquirer at a time among
+ * those whose names or scopes meet. */
+static int lock_own(struct pg_store *ps, int64_t deadline, const char *names,
+		    struct lease_err *err)
 {
-	char sql[2048];
-	const char *p[] = { names };
-	PGresult *res;
+	const char *p[] = { ps->key, names };
+	PGresult *res = NULL;
+	int r;
+
+	r = pg_query(ps, deadline, "INSERT INTO " PG_T_NAMES " (store, name) "
+		     "SELECT $1, n FROM unnest($2::text[]) n ORDER BY n ON CONFLICT "
+		     "(store, name) DO NOTHING", 2, p, &res, err);
+	PQclear(res);
+	if (r == 0)
+		r = pg_query(ps, deadline, "SELECT name FROM " PG_T_NAMES " WHERE "
+			     "store = $1 AND name = ANY($2::text[]) ORDER BY name "
+			     "FOR UPDATE", 2, p, &res, err);
+	PQclear(res);
+	return r;
+}
+
+/* In the transaction, as the harness's acquire (lease.go:117-135): the
+ * row made if missing and locked; held is busy; *epoch the row's. */
+static int lock_row(struct pg_store *ps, int64_t deadline, const char *name,
+		    int64_t *epoch, struct lease_err *err)
+{
+	char sql[512];
+	const char *p[] = { name };
+	PGresult *res = NULL;
 	int r;
 
 	snprintf(sql, sizeof(sql), "INSERT INTO %s (name, epoch, revision) "
-		 "SELECT unnest($1::text[]), 0, 0 ON CONFLICT (name) DO NOTHING",
-		 ps->t_main);
+		 "VALUES ($1, 0, 0) ON CONFLICT (name) DO NOTHING", ps->t_main);
 	r = pg_query(ps, deadline, sql, 1, p, &res, err);
 	PQclear(res);
 	if (r < 0)
 		return r;
-	snprintf(sql, sizeof(sql), "SELECT name, epoch, holder IS NOT NULL AND "
-		 "expires_at > clock_timestamp() FROM %s WHERE name = "
-		 "ANY($1::text[]) ORDER BY name FOR UPDATE", ps->t_main);
+	snprintf(sql, sizeof(sql), "SELECT epoch, holder IS NOT NULL AND "
+		 "expires_at IS NOT NULL AND expires_at > clock_timestamp() FROM "
+		 "%s WHERE name = $1 FOR UPDATE", ps->t_main);
 	r = pg_query(ps, deadline, sql, 1, p, &res, err);
-	for (int i = 0; r == 0 && i < PQntuples(res); i++) {
-		const char *who = PQgetvalue(res, i, 0);
+	if (r == 0 && PQntuples(res) != 1)
+		r = lease_err_set(err, LEASE_E_IO, -EIO, name, "pgstore: lease "
+				  "'%s' vanished while locked", name);
+	if (r == 0)
+		*epoch = pg_i64(res, 0, 0);
+	if (r == 0 && *epoch < 0)
+		r = lease_err_set(err, LEASE_E_CORRUPT, 0, name, "lease '%s' has a "
+				  "negative epoch in %s", name, ps->t_main);
+	else if (r == 0 && PQgetvalue(res, 0, 1)[0] == 't')
+		r = held(name, *epoch, err);
+	else if (r == 0 && *epoch == INT64_MAX)
+		r = lease_err_set(err, LEASE_E_CORRUPT, 0, name,
+				  "lease '%s' has used up its epochs", name);
+	PQclear(res);
+	return r;
+}
 
-		if (strcmp(PQgetvalue(res, i, 2), "t") == 0)
-			r = held(who, pg_i64(res, i, 1), err);
-		else if (strcmp(who, name) == 0 &&
-			 pg_i64(res, i, 1) == INT64_MAX)
-			r = lease_err_set(err, LEASE_E_CORRUPT, 0, name,
-					  "lease '%s' has used up its epochs", name);
-	}
+/* A scope held (by anyone: read, neither made nor locked) is busy. */
+static int check_scopes(struct pg_store *ps, int64_t deadline,
+			const char *scopes, struct lease_err *err)
+{
+	char sql[512];
+	const char *p[] = { scopes };
+	PGresult *res = NULL;
+	int r;
+
+	snprintf(sql, sizeof(sql), "SELECT name, epoch FROM %s WHERE name = "
+		 "ANY($1::text[]) AND holder IS NOT NULL AND expires_at > "
+		 "clock_timestamp() ORDER BY name LIMIT 1", ps->t_main);
+	r = pg_query(ps, deadline, sql, 1, p, &res, err);
+	if (r == 0 && PQntuples(res) > 0)
+		r = held(PQgetvalue(res, 0, 0), pg_i64(res, 0, 1), err);
 	PQclear(res);
 	return r;
 }
@@ -82,92 +126,84 @@ static int lock_rows(struct pg_store *ps, int64_t deadline, const char *name,
 static int check_within(struct pg_store *ps, int64_t deadline,
 			const char *name, struct lease_err *err)
 {
-	char sql[2048];
-	const char *p[] = { name };
+	char sql[1024];
+	const char *p[] = { ps->key, name };
 	PGresult *res;
 	int r;
 
-	snprintf(sql, sizeof(sql), "SELECT w.name, w.epoch FROM %s w JOIN %s m "
-		 "ON m.name = w.name AND m.epoch = w.epoch AND m.holder = w.holder "
-		 "AND m.expires_at > clock_timestamp() WHERE w.scope = $1 LIMIT 1",
-		 ps->t_within, ps->t_main);
-	r = pg_query(ps, deadline, sql, 1, p, &res, err);
+	snprintf(sql, sizeof(sql), "SELECT w.name, w.epoch FROM " PG_T_WITHIN
+		 " w JOIN %s m ON m.name = w.name AND m.epoch = w.epoch AND "
+		 "m.holder = w.holder AND m.expires_at > clock_timestamp() WHERE "
+		 "w.store = $1 AND w.scope = $2 LIMIT 1", ps->t_main);
+	r = pg_query(ps, deadline, sql, 2, p, &res, err);
 	if (r == 0 && PQntuples(res) > 0)
 		r = held(PQgetvalue(res, 0, 0), pg_i64(res, 0, 1), err);
 	PQclear(res);
 	return r;
 }
 
-/* The grant itself: *epoch and its safe-until. */
+/* The grant itself, as the harness's (lease.go:136-138): the row at
+ * *epoch + 1, which *epoch becomes; *safe its safe-until. */
 static int take(struct pg_store *ps, int64_t deadline, struct pg_lease *pl,
 		const char *name, int64_t *epoch, int64_t *safe,
 		struct lease_err *err)
 {
-	char sql[2048], ttl[24];
-	const char *p[] = { name, pl->holder, ttl };
+	char sql[1024], e[24], ttl[24];
+	const char *p[] = { name, e, pl->holder, ttl };
 	int64_t sent = lease_now_ns();
 	PGresult *res;
 	int r;
 
+	snprintf(e, sizeof(e), "%" PRId64, *epoch + 1);
 	snprintf(ttl, sizeof(ttl), "%" PRId64, ps->ttl_ms);
-	snprintf(sql, sizeof(sql), "UPDATE %s SET epoch = epoch + 1, holder = "
-		 "$2::bytea, expires_at = clock_timestamp() + $3::bigint * "
-		 "interval '1 millisecond', revision = revision + 1 WHERE name = $1 "
-		 "RETURNING epoch, (extract(epoch FROM expires_at - "
-		 "clock_timestamp()) * 1000)::bigint", ps->t_main);
-	r = pg_query(ps, deadline, sql, 3, p, &res, err);
+	snprintf(sql, sizeof(sql), "UPDATE %s SET epoch = $2, holder = $3::bytea, "
+		 "expires_at = clock_timestamp() + $4::bigint * interval "
+		 "'1 millisecond', revision = revision + 1 WHERE name = $1 "
+		 "RETURNING (extract(epoch FROM expires_at - clock_timestamp()) * "
+		 "1000)::bigint", ps->t_main);
+	r = pg_query(ps, deadline, sql, 4, p, &res, err);
 	if (r == 0 && PQntuples(res) != 1)
 		r = lease_err_set(err, LEASE_E_IO, -EIO, name, "pgstore: lease "
 				  "'%s' vanished while locked", name);
 	if (r == 0) {
-		*epoch = pg_i64(res, 0, 0);
-		*safe = pg_safe_until(ps, sent, pg_i64(res, 0, 1));
+		*epoch += 1;
+		*safe = pg_safe_until(ps, sent, pg_i64(res, 0, 0));
 	}
 	PQclear(res);
 	return r;
 }
 
 /* Our records of the grant: the holder's (its loss channel) and one per
- * scope. */
+ * scope, in place of any an earlier holder of the name left. */
 static int records(struct pg_store *ps, int64_t deadline, struct pg_lease *pl,
-		   const char *name, int64_t epoch, const struct lease_scopes *sc,
+		   const char *name, int64_t epoch, const char *scopes,
 		   const char *desc, struct lease_err *err)
 {
-	char sql[2048], e[24], pid[16], *scopes = NULL;
+	char e[24], pid[16];
+	const char *p[] = { ps->key, name, e, pl->holder, pid, desc ? desc : "",
+			    scopes };
 	PGresult *res = NULL;
 	int r;
 
 	snprintf(e, sizeof(e), "%" PRId64, epoch);
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	desc = desc ? desc : "";
-	snprintf(sql, sizeof(sql), "INSERT INTO %s (name, epoch, holder, pid, "
-		 "description, revoked) VALUES ($1, $2, $3::bytea, $4, $5, false) "
-		 "ON CONFLICT (name) DO UPDATE SET epoch = EXCLUDED.epoch, holder "
-		 "= EXCLUDED.holder, pid = EXCLUDED.pid, description = "
-		 "EXCLUDED.description, revoked = false", ps->t_holders);
-	{
-		const char *p[] = { name, e, pl->holder, pid, desc };
-
-		r = pg_query(ps, deadline, sql, 5, p, &res, err);
-		PQclear(res);
-	}
-	if (r < 0 || sc->n == 0)
+	r = pg_query(ps, deadline, "WITH w AS (DELETE FROM " PG_T_WITHIN " WHERE "
+		     "store = $1 AND name = $2) UPDATE " PG_T_NAMES " SET epoch = $3, "
+		     "holder = $4::bytea, pid = $5, description = $6, revoked = "
+		     "false WHERE store = $1 AND name = $2", 6, p, &res, err);
+	PQclear(res);
+	if (r < 0 || !scopes)
 		return r;
-	scopes = text_array(sc->names[0], &(struct lease_scopes){
-				    sc->names + 1, sc->n - 1 });
-	if (!scopes)
-		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
-	snprintf(sql, sizeof(sql), "INSERT INTO %s (scope, name, epoch, holder) "
-		 "SELECT unnest($1::text[]), $2, $3, $4::bytea ON CONFLICT (scope, "
-		 "name) DO UPDATE SET epoch = EXCLUDED.epoch, holder = "
-		 "EXCLUDED.holder", ps->t_within);
+	/* After the DELETE: a data-modifying CTE and the statement see one
+	 * snapshot, so the insert is a statement of its own. */
 	{
-		const char *p[] = { scopes, name, e, pl->holder };
+		const char *q[] = { ps->key, name, e, pl->holder, scopes };
 
-		r = pg_query(ps, deadline, sql, 4, p, &res, err);
-		PQclear(res);
+		r = pg_query(ps, deadline, "INSERT INTO " PG_T_WITHIN " (store, "
+			     "scope, name, epoch, holder) SELECT $1, unnest($5::"
+			     "text[]), $2, $3, $4::bytea", 5, q, &res, err);
 	}
-	free(scopes);
+	PQclear(res);
 	return r;
 }
 
@@ -194,25 +230,36 @@ static int acquire_locked(struct pg_store *ps, int64_t deadline,
 			  const struct lease_scopes *sc, const char *desc,
 			  int64_t *epoch, int64_t *safe, struct lease_err *err)
 {
+	const struct lease_scopes rest = { sc->n ? sc->names + 1 : NULL,
+					   sc->n ? sc->n - 1 : 0 };
 	char *names = text_array(name, sc);
+	char *scopes = sc->n ? text_array(sc->names[0], &rest) : NULL;
 	int r;
 
-	if (!names)
+	if (!names || (sc->n && !scopes)) {
+		free(names);
+		free(scopes);
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
+	}
 	r = pg_cmd(ps, deadline, "BEGIN", err);
 	if (r == 0)
-		r = lock_rows(ps, deadline, name, names, err);
+		r = lock_own(ps, deadline, names, err);
+	if (r == 0)
+		r = lock_row(ps, deadline, name, epoch, err);
+	if (r == 0 && scopes)
+		r = check_scopes(ps, deadline, scopes, err);
 	if (r == 0)
 		r = check_within(ps, deadline, name, err);
 	if (r == 0)
 		r = take(ps, deadline, pl, name, epoch, safe, err);
 	if (r == 0)
-		r = records(ps, deadline, pl, name, *epoch, sc, desc, err);
+		r = records(ps, deadline, pl, name, *epoch, scopes, desc, err);
 	if (r == 0)
 		r = pg_cmd(ps, deadline, "COMMIT", err);
 	else if (ps->conn)
 		pg_cmd(ps, deadline, "ROLLBACK", NULL);
 	free(names);
+	free(scopes);
 	return r;
 }
 
@@ -269,13 +316,14 @@ void pg_await_change(struct lease_store *store, const char *name,
 	pthread_mutex_unlock(&ps->lock);
 }
 
-/* Clear the grant iff it is still ours, drop our records, tell waiters. */
+/* Drop our records and clear the grant iff it is still ours (as the
+ * harness's release, lease.go:91), tell waiters: in the lock order. */
 int pg_release(struct lease *l, int64_t deadline)
 {
 	struct pg_store *ps = pg_of(l->store);
 	struct pg_lease *pl = l->priv;
-	char sql[2048], e[24];
-	const char *p[] = { l->name, e, pl ? pl->holder : "", ps->channel };
+	char sql[512], e[24];
+	const char *p[] = { l->name, e, pl ? pl->holder : "", ps->key };
 	PGresult *res = NULL;
 	int r;
 
@@ -285,18 +333,20 @@ int pg_release(struct lease *l, int64_t deadline)
 	snprintf(e, sizeof(e), "%" PRIu64, l->epoch);
 	pthread_mutex_lock(&ps->lock);
 	r = pg_cmd(ps, deadline, "BEGIN", NULL);
+	if (r == 0)
+		r = pg_query(ps, deadline, "WITH a AS (UPDATE " PG_T_NAMES " SET "
+			     "holder = NULL, pid = NULL, description = NULL, revoked "
+			     "= false WHERE store = $4 AND name = $1 AND epoch = $2 "
+			     "AND holder = $3::bytea), b AS (DELETE FROM " PG_T_WITHIN
+			     " WHERE store = $4 AND name = $1 AND epoch = $2 AND "
+			     "holder = $3::bytea) SELECT pg_notify('" PG_CHANNEL "', "
+			     "'release ' || $4 || ' ' || $1)", 4, p, &res, NULL);
+	PQclear(res);
 	snprintf(sql, sizeof(sql), "UPDATE %s SET holder = NULL, expires_at = "
 		 "NULL, revision = revision + 1 WHERE name = $1 AND epoch = $2 AND "
 		 "holder = $3::bytea", ps->t_main);
 	if (r == 0)
 		r = pg_query(ps, deadline, sql, 3, p, &res, NULL);
-	PQclear(res);
-	snprintf(sql, sizeof(sql), "WITH a AS (DELETE FROM %s WHERE name = $1 AND "
-		 "epoch = $2 AND holder = $3::bytea), b AS (DELETE FROM %s WHERE "
-		 "name = $1 AND epoch = $2 AND holder = $3::bytea) SELECT "
-		 "pg_notify($4, 'release ' || $1)", ps->t_holders, ps->t_within);
-	if (r == 0)
-		r = pg_query(ps, deadline, sql, 4, p, &res, NULL);
 	PQclear(res);
 	if (r == 0)
 		r = pg_cmd(ps, deadline, "COMMIT", NULL);

@@ -27,7 +27,7 @@
 /* Caller holds ps->lock: why a grant that is no longer ours was lost. */
 static enum lease_loss why_gone(struct pg_store *ps, const struct lease *l)
 {
-	char sql[2048];
+	char sql[256];
 	const char *p[] = { l->name };
 	PGresult *res = NULL;
 	enum lease_loss why = LEASE_LOSS_EXPIRED;
@@ -45,8 +45,8 @@ static enum lease_loss why_gone(struct pg_store *ps, const struct lease *l)
 static void renew_locked(struct pg_store *ps, struct pg_lease *pl)
 {
 	struct lease *l = pl->lease;
-	char sql[2048], e[24], ttl[24];
-	const char *p[] = { l->name, e, pl->holder, ttl };
+	char sql[1024], e[24], ttl[24];
+	const char *p[] = { l->name, e, pl->holder, ttl, ps->key };
 	int64_t sent = lease_now_ns(), until = lease_safe_until(l);
 	PGresult *res = NULL;
 	int r;
@@ -54,14 +54,16 @@ static void renew_locked(struct pg_store *ps, struct pg_lease *pl)
 	pl->check_now = false;
 	snprintf(e, sizeof(e), "%" PRIu64, l->epoch);
 	snprintf(ttl, sizeof(ttl), "%" PRId64, ps->ttl_ms);
+	/* As the harness's renewal (lease.go:72), and our record's flag. */
 	snprintf(sql, sizeof(sql), "UPDATE %s SET expires_at = clock_timestamp() "
 		 "+ $4::bigint * interval '1 millisecond', revision = revision + 1 "
 		 "WHERE name = $1 AND epoch = $2 AND holder = $3::bytea AND "
 		 "expires_at > clock_timestamp() RETURNING (extract(epoch FROM "
 		 "expires_at - clock_timestamp()) * 1000)::bigint, coalesce("
-		 "(SELECT revoked FROM %s h WHERE h.name = $1 AND h.epoch = $2), "
-		 "false)", ps->t_main, ps->t_holders);
-	r = pg_query(ps, until > sent ? until : 0, sql, 4, p, &res, NULL);
+		 "(SELECT revoked FROM " PG_T_NAMES " h WHERE h.store = $5 AND "
+		 "h.name = $1 AND h.epoch = $2 AND h.holder = $3::bytea), false)",
+		 ps->t_main);
+	r = pg_query(ps, until > sent ? until : 0, sql, 5, p, &res, NULL);
 	if (r < 0) {
 		pl->next_renew = lease_deadline_ms(RETRY_MS);
 		if (until && lease_now_ns() >= until)

@@ -18,30 +18,17 @@
 
 /* ---- the URI -------------------------------------------------------- */
 
-/* [a-z_][a-z0-9_]*, at most PG_IDENT_MAX: an identifier we may quote. */
-static bool ident_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > PG_IDENT_MAX || !((s[0] >= 'a' && s[0] <= 'z') ||
-					      s[0] == '_'))
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
-		      s[i] == '_'))
-			return false;
-	return true;
-}
-
 /*
  * Take our own query parameters (schema=, table_prefix=) out of the URI,
- * which libpq would refuse; the rest goes to libpq as it is.  0 or
- * LEASE_E_USAGE.
+ * which libpq would refuse; the rest goes to libpq as it is.  Each is
+ * checked by the harness's rule; empty is the harness's default
+ * (options.go:121-123, :128-130).  0 or LEASE_E_USAGE.
  */
 static int take_params(char **uri, char *schema, char *prefix,
 		       struct lease_err *err)
 {
 	char *q = strchr(*uri, '?'), *out, *p, *save = NULL, sep = '?';
+	bool seen[2] = { false, false };
 	size_t len;
 
 	if (!q)
@@ -52,22 +39,30 @@ static int take_params(char **uri, char *schema, char *prefix,
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
 	len = (size_t)sprintf(out, "%s", *uri);
 	for (p = strtok_r(q, "&", &save); p; p = strtok_r(NULL, "&", &save)) {
-		char *dst = strncmp(p, "schema=", 7) == 0 ? schema
-			  : strncmp(p, "table_prefix=", 13) == 0 ? prefix : NULL;
+		int which = strncmp(p, "schema=", 7) == 0 ? 0
+			  : strncmp(p, "table_prefix=", 13) == 0 ? 1 : -1;
+		const char *what = which ? "table_prefix" : "schema";
+		size_t max = which ? PG_PREFIX_MAX : PG_SCHEMA_MAX;
+		int r = 0;
 
-		if (!dst) {
+		if (which < 0) {
 			len += (size_t)sprintf(out + len, "%c%s", sep, p);
 			sep = '&';
 			continue;
 		}
 		p = strchr(p, '=') + 1;
-		if (!ident_ok(p) && !(dst == prefix && !*p)) {
+		if (seen[which])
+			r = lease_err_set(err, LEASE_E_USAGE, 0, NULL, "pgstore: %s "
+					  "given twice", what);
+		else if (*p)
+			r = pg_ident_check(what, p, max, err);
+		if (r < 0) {
 			free(out);
-			return lease_err_set(err, LEASE_E_USAGE, 0, NULL, "pgstore: "
-					     "'%s' is not a plain lowercase "
-					     "identifier", p);
+			return r;
 		}
-		snprintf(dst, PG_IDENT_MAX + 1, "%s", p);
+		seen[which] = true;
+		if (*p)
+			snprintf(which ? prefix : schema, max + 1, "%s", p);
 	}
 	free(*uri);
 	*uri = out;
@@ -110,12 +105,11 @@ static void quiet(void *ud, const char *msg)
 static int listen_locked(struct pg_store *ps, int64_t deadline,
 			 struct lease_err *err)
 {
-	char sql[PG_IDENT_MAX + 48];
 	PGresult *res = NULL;
 	int r;
 
-	snprintf(sql, sizeof(sql), "LISTEN \"%s\"", ps->channel);
-	r = pg_query(ps, deadline, sql, 0, NULL, &res, err);
+	r = pg_query(ps, deadline, "LISTEN \"" PG_CHANNEL "\"", 0, NULL, &res,
+		     err);
 	PQclear(res);
 	return r;
 }
@@ -152,13 +146,18 @@ int pg_connect_locked(struct pg_store *ps, int64_t deadline,
 	return listen_locked(ps, deadline, err);
 }
 
-/* A notification: wake waiters; a revoke is checked by the holder. */
+/* A notification ("VERB STORE NAME") for this store: wake waiters; a
+ * revoke is checked by the holder. */
 static void notified_locked(struct pg_store *ps, const PGnotify *n)
 {
-	if (strcmp(n->relname, ps->channel) != 0)
+	const char *store = strchr(n->extra, ' ');
+	size_t len = strlen(ps->key);
+
+	if (strcmp(n->relname, PG_CHANNEL) != 0 || !store ||
+	    strncmp(store + 1, ps->key, len) != 0 || store[1 + len] != ' ')
 		return;
 	if (strncmp(n->extra, "revoke ", 7) == 0)
-		pg_revoke_noticed_locked(ps, n->extra + 7);
+		pg_revoke_noticed_locked(ps, store + 2 + len);
 	ps->events++;
 	pthread_cond_broadcast(&ps->changed);
 }
@@ -309,54 +308,6 @@ int64_t pg_i64(const PGresult *res, int row, int col)
 
 /* ---- the store ------------------------------------------------------ */
 
-/* The harness's table if it is not there, and ours; one daemon at a
- * time (concurrent CREATE ... IF NOT EXISTS can collide). */
-static int make_tables(struct pg_store *ps, const char *schema,
-		       struct lease_err *err)
-{
-	char sql[4][1024];
-	int r;
-
-	snprintf(sql[0], sizeof(sql[0]), "CREATE SCHEMA IF NOT EXISTS \"%s\"",
-		 schema);
-	snprintf(sql[1], sizeof(sql[1]), "CREATE TABLE IF NOT EXISTS %s (name text "
-		 "PRIMARY KEY, epoch bigint NOT NULL CHECK (epoch >= 0), holder "
-		 "bytea, expires_at timestamptz, revision bigint NOT NULL CHECK "
-		 "(revision >= 0), CHECK ((holder IS NULL) = (expires_at IS NULL)))",
-		 ps->t_main);
-	snprintf(sql[2], sizeof(sql[2]), "CREATE TABLE IF NOT EXISTS %s (name text "
-		 "PRIMARY KEY, epoch bigint NOT NULL, holder bytea NOT NULL, pid "
-		 "integer, description text, revoked boolean NOT NULL DEFAULT "
-		 "false)", ps->t_holders);
-	snprintf(sql[3], sizeof(sql[3]), "CREATE TABLE IF NOT EXISTS %s (scope "
-		 "text NOT NULL, name text NOT NULL, epoch bigint NOT NULL, holder "
-		 "bytea NOT NULL, PRIMARY KEY (scope, name))", ps->t_within);
-	r = pg_cmd(ps, 0, "BEGIN", err);
-	if (r == 0)
-		r = pg_cmd(ps, 0, "SELECT pg_advisory_xact_lock(hashtext("
-			   "'leasefs-pgstore'))", err);
-	for (int i = 0; r == 0 && i < 4; i++)
-		r = pg_cmd(ps, 0, sql[i], err);
-	if (r == 0)
-		r = pg_cmd(ps, 0, "COMMIT", err);
-	else if (ps->conn)
-		pg_cmd(ps, 0, "ROLLBACK", NULL);
-	return r;
-}
-
-static int names_set(struct pg_store *ps, const char *schema,
-		     const char *prefix)
-{
-	snprintf(ps->t_main, sizeof(ps->t_main), "\"%s\".\"%sleases\"", schema,
-		 prefix);
-	snprintf(ps->t_holders, sizeof(ps->t_holders),
-		 "\"%s\".\"%sleases_leasefs_holders\"", schema, prefix);
-	snprintf(ps->t_within, sizeof(ps->t_within),
-		 "\"%s\".\"%sleases_leasefs_within\"", schema, prefix);
-	snprintf(ps->channel, sizeof(ps->channel), "%sleases_leasefs", prefix);
-	return 0;
-}
-
 static void pg_store_free(struct pg_store *ps)
 {
 	if (!ps)
@@ -375,7 +326,9 @@ static int pg_open(struct lease_store *store, const char *rest,
 		   struct lease_err *err)
 {
 	struct pg_store *ps = calloc(1, sizeof(*ps));
-	char schema[PG_IDENT_MAX + 1] = "looprig", prefix[PG_IDENT_MAX + 1] = "looprig_";
+	/* The harness's defaults (options.go:15-16). */
+	char schema[PG_SCHEMA_MAX + 1] = "looprig";
+	char prefix[PG_PREFIX_MAX + 1] = "looprig_";
 	pthread_condattr_t ca;
 	int r;
 
@@ -402,11 +355,11 @@ static int pg_open(struct lease_store *store, const char *rest,
 		goto fail;
 	}
 	lease_uri_redact(ps->conninfo, ps->shown, strlen(ps->conninfo) + 8);
-	names_set(ps, schema, prefix);
+	pg_names_set(ps, schema, prefix);
 	pthread_mutex_lock(&ps->lock);
 	r = pg_connect_locked(ps, lease_deadline_ms(QUERY_MS), err);
 	if (r == 0)
-		r = make_tables(ps, schema, err);
+		r = pg_schema_open_locked(ps, err);
 	pthread_mutex_unlock(&ps->lock);
 	if (r < 0)
 		goto fail;

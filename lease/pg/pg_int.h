@@ -4,11 +4,13 @@
  * harness's fleet store on PostgreSQL, read and written as the harness
  * does, so that a harness session and a leasefs mount contend for one
  * lease.  What its units share (pg.c: the store, its connection and
- * queries; acquire.c: acquire and release; holder.c: the thread that
- * renews and listens; view.c: show, list, revoke and its fence).
+ * queries; schema.c: identifiers and the tables as found; acquire.c:
+ * acquire and release; holder.c: the thread that renews and listens;
+ * view.c: show, list, revoke and its fence).  The design: README.md.
  *
- * The harness's table, kept as the harness keeps it (SCHEMA and PREFIX
- * default to "looprig" and "looprig_"):
+ * The harness's table, which its migration runner makes (migration 0002,
+ * recorded in SCHEMA.PREFIXschema_migrations) and leasefs never makes
+ * (schema.c); SCHEMA and PREFIX default to "looprig" and "looprig_":
  *   SCHEMA.PREFIXleases (name text PRIMARY KEY, epoch bigint NOT NULL >= 0,
  *     holder bytea, expires_at timestamptz, revision bigint NOT NULL >= 0)
  *   holder and expires_at are NULL together; rows are never deleted and
@@ -17,20 +19,30 @@
  *   sets epoch + 1, a fresh 32-byte random holder, expires_at = database
  *   clock + TTL, revision + 1; a renewal moves expires_at, conditional on
  *   name, epoch, holder and not yet expired; a release clears holder and
- *   expires_at where name, epoch and holder match.
+ *   expires_at where name, epoch and holder match.  leasefs writes a row
+ *   there only for a name it acquires, as the harness's acquire does.
  *
- * leasefs's own tables beside it, which the harness never reads:
- *   PREFIXleases_leasefs_holders (name PK, epoch, holder, pid,
- *     description, revoked): a leasefs holder's record, its loss channel:
- *     a revoker sets revoked and notifies; the holder keeps renewing
- *     until it has drained and released, so a successor (harness or
- *     mount) gets the name only after the holder acknowledged or its
- *     expiry passed on the database's clock.
- *   PREFIXleases_leasefs_within (scope, name, epoch, holder): grants that
- *     live within a scope (nested workspaces).  Only leasefs reads it: a
- *     harness acquirer of an enclosing root is not kept out.
- * Notifications on channel PREFIXleases_leasefs: "revoke NAME" and
- * "release NAME".
+ * leasefs's own tables, in schema "_leasefs" (a name the harness cannot
+ * take), shared by every store of the database; `store` is "SCHEMA.PREFIX":
+ *   pgstore_names (store, name PK, epoch, holder, pid, description,
+ *     revoked): one row per name leasefs acquired or nested a grant under,
+ *     never deleted.  Every leasefs acquirer locks the rows of its name
+ *     and its scopes first, which is what keeps nested grants apart.  The
+ *     row is the record of a leasefs holder while epoch and holder match
+ *     the harness's row: its loss channel (a revoker sets revoked and
+ *     notifies; the holder keeps renewing until it has drained and
+ *     released, so a successor, harness or mount, gets the name only
+ *     after the holder acknowledged or its expiry passed on the
+ *     database's clock).
+ *   pgstore_within (store, scope, name PK, epoch, holder): grants that
+ *     live within a scope (nested workspaces), valid while epoch and
+ *     holder match the harness's row.  Only leasefs reads it: a harness
+ *     acquirer of an enclosing root is not kept out.
+ * Notifications on channel leasefs_pgstore: "revoke STORE NAME" and
+ * "release STORE NAME".
+ *
+ * Lock order, everywhere: leasefs's rows (in name order), then the
+ * harness's row.
  *
  * One connection per store, under `lock`; the holder thread waits on its
  * socket without the lock and takes it to read, renew or reconnect.
@@ -45,19 +57,30 @@
 
 #include "backend.h"
 
-#define PG_DEFAULT_TTL_MS 15000
-#define PG_IDENT_MAX 48
+#define PG_DEFAULT_TTL_MS 15000 /* the harness's LeaseTTL (options.go:19) */
 #define PG_HOLDER_HEX 64
+/* NAMEDATALEN - 1: PostgreSQL cuts a longer identifier (silently). */
+#define PG_NAME_MAX 63
+/* The harness's limits for Schema and TablePrefix (options.go:21, :30-31). */
+#define PG_SCHEMA_MAX 63
+#define PG_PREFIX_MAX 40
+#define PG_OWN_SCHEMA "_leasefs"
+#define PG_T_NAMES "\"_leasefs\".\"pgstore_names\""
+#define PG_T_WITHIN "\"_leasefs\".\"pgstore_within\""
+#define PG_CHANNEL "leasefs_pgstore"
 
 struct pg_lease;
 
 struct pg_store {
 	char *conninfo;          /* the URI as libpq takes it (ours stripped) */
 	char *shown;             /* the URI for messages: no password */
-	char t_main[2 * PG_IDENT_MAX + 16];    /* "schema"."prefixleases" */
-	char t_holders[2 * PG_IDENT_MAX + 40];
-	char t_within[2 * PG_IDENT_MAX + 40];
-	char channel[PG_IDENT_MAX + 24];
+	char schema[PG_SCHEMA_MAX + 1];
+	char prefix[PG_PREFIX_MAX + 1];
+	char key[PG_SCHEMA_MAX + PG_PREFIX_MAX + 2]; /* "schema.prefix" */
+	char q_schema[PG_SCHEMA_MAX + 3];              /* "schema" */
+	char t_main[2 * PG_NAME_MAX + 8];     /* "schema"."prefixleases" */
+	char t_versions[2 * PG_NAME_MAX + 8]; /* ..."prefixschema_migrations" */
+	size_t longest;          /* the longest identifier we name */
 	int64_t ttl_ms;
 	/* lock protects conn, leases (and each member's fields marked so),
 	 * the worker's running and stopping, and events; changed is its
@@ -107,6 +130,17 @@ int pg_connect_locked(struct pg_store *ps, int64_t deadline,
 int64_t pg_safe_until(const struct pg_store *ps, int64_t sent, int64_t left_ms);
 /* Parse a bigint column; 0 on NULL. */
 int64_t pg_i64(const PGresult *res, int row, int col);
+
+/* schema.c */
+/* `s` (schema or table_prefix, named `what`) by the harness's rule, at
+ * most `max` bytes: 0 or LEASE_E_USAGE. */
+int pg_ident_check(const char *what, const char *s, size_t max,
+		   struct lease_err *err);
+void pg_names_set(struct pg_store *ps, const char *schema, const char *prefix);
+/* Caller holds ps->lock, connected: the harness's lease table is there as
+ * its migrations made it (else LEASE_E_SETUP, nothing changed), and ours
+ * are (made if missing). */
+int pg_schema_open_locked(struct pg_store *ps, struct lease_err *err);
 
 /* holder.c */
 int pg_holder_add(struct pg_store *ps, struct pg_lease *pl);

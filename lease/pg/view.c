@@ -15,26 +15,30 @@
  * release, an expiry). */
 #define FENCE_LOOK_MS 500
 
-/* The columns every view reads: epoch, held (on the database's clock),
- * ms to expiry, whether our record names this holder and says revoked,
- * pid, description; then the within count and one of them. */
-static const char *view_sql(const struct pg_store *ps, char *buf, size_t sz)
+/* The columns every view reads, for each name of `names` (a subquery
+ * naming a column `name`): epoch, held (on the database's clock), ms to
+ * expiry, whether our record names this holder and says revoked, pid,
+ * description; then the within count and one of them.  The store's key
+ * is parameter $`key`. */
+static const char *view_sql(const struct pg_store *ps, const char *names,
+			    int key, char *buf, size_t sz)
 {
 	snprintf(buf, sz,
-		 "SELECT m.name, m.epoch, m.holder IS NOT NULL AND m.expires_at > "
-		 "clock_timestamp(), coalesce((extract(epoch FROM m.expires_at - "
-		 "clock_timestamp()) * 1000)::bigint, 0), h.name IS NOT NULL, "
-		 "coalesce(h.revoked, false), coalesce(h.pid, 0), "
-		 "coalesce(h.description, ''), (SELECT count(*) FROM %s w JOIN %s i "
+		 "SELECT n.name, coalesce(m.epoch, 0), coalesce(m.holder IS NOT "
+		 "NULL AND m.expires_at > clock_timestamp(), false), coalesce(("
+		 "extract(epoch FROM m.expires_at - clock_timestamp()) * 1000)"
+		 "::bigint, 0), h.name IS NOT NULL, coalesce(h.revoked, false), "
+		 "coalesce(h.pid, 0), coalesce(h.description, ''), (SELECT count(*) "
+		 "FROM " PG_T_WITHIN " w JOIN %s i ON i.name = w.name AND i.epoch = "
+		 "w.epoch AND i.holder = w.holder AND i.expires_at > "
+		 "clock_timestamp() WHERE w.store = $%d AND w.scope = n.name), "
+		 "(SELECT w.name || ' ' || w.epoch FROM " PG_T_WITHIN " w JOIN %s i "
 		 "ON i.name = w.name AND i.epoch = w.epoch AND i.holder = w.holder "
-		 "AND i.expires_at > clock_timestamp() WHERE w.scope = m.name), "
-		 "(SELECT w.name || ' ' || w.epoch FROM %s w JOIN %s i ON i.name = "
-		 "w.name AND i.epoch = w.epoch AND i.holder = w.holder AND "
-		 "i.expires_at > clock_timestamp() WHERE w.scope = m.name LIMIT 1) "
-		 "FROM %s m LEFT JOIN %s h ON h.name = m.name AND h.epoch = m.epoch "
-		 "AND h.holder = m.holder",
-		 ps->t_within, ps->t_main, ps->t_within, ps->t_main, ps->t_main,
-		 ps->t_holders);
+		 "AND i.expires_at > clock_timestamp() WHERE w.store = $%d AND "
+		 "w.scope = n.name LIMIT 1) FROM %s n LEFT JOIN %s m ON m.name = "
+		 "n.name LEFT JOIN " PG_T_NAMES " h ON h.store = $%d AND h.name = "
+		 "m.name AND h.epoch = m.epoch AND h.holder = m.holder",
+		 ps->t_main, key, ps->t_main, key, names, ps->t_main, key);
 	return buf;
 }
 
@@ -69,16 +73,15 @@ int pg_show(struct lease_store *store, const char *name,
 {
 	struct pg_store *ps = pg_of(store);
 	char sql[4096];
-	const char *p[] = { name };
+	const char *p[] = { name, ps->key };
 	PGresult *res = NULL;
 	int r;
 
 	memset(info, 0, sizeof(*info));
 	snprintf(info->name, sizeof(info->name), "%s", name);
-	view_sql(ps, sql, sizeof(sql));
-	strcat(sql, " WHERE m.name = $1");
+	view_sql(ps, "(SELECT $1::text AS name)", 2, sql, sizeof(sql));
 	pthread_mutex_lock(&ps->lock);
-	r = pg_query(ps, 0, sql, 1, p, &res, err);
+	r = pg_query(ps, 0, sql, 2, p, &res, err);
 	pthread_mutex_unlock(&ps->lock);
 	if (r == 0 && PQntuples(res) == 1)
 		info_of(res, 0, info);
@@ -90,14 +93,20 @@ int pg_list(struct lease_store *store, lease_list_cb cb, void *userdata,
 	    struct lease_err *err)
 {
 	struct pg_store *ps = pg_of(store);
-	char sql[4096];
+	char sql[4096], names[512];
+	const char *p[] = { ps->key };
 	PGresult *res = NULL;
 	int r;
 
-	view_sql(ps, sql, sizeof(sql));
-	strcat(sql, " ORDER BY m.name");
+	/* The harness's names, and the scopes of our live nested grants. */
+	snprintf(names, sizeof(names), "(SELECT name FROM %s UNION SELECT w.scope "
+		 "FROM " PG_T_WITHIN " w JOIN %s i ON i.name = w.name AND i.epoch "
+		 "= w.epoch AND i.holder = w.holder AND i.expires_at > "
+		 "clock_timestamp() WHERE w.store = $1)", ps->t_main, ps->t_main);
+	view_sql(ps, names, 1, sql, sizeof(sql));
+	strcat(sql, " ORDER BY n.name");
 	pthread_mutex_lock(&ps->lock);
-	r = pg_query(ps, 0, sql, 0, NULL, &res, err);
+	r = pg_query(ps, 0, sql, 1, p, &res, err);
 	pthread_mutex_unlock(&ps->lock);
 	for (int i = 0; r == 0 && i < PQntuples(res); i++) {
 		struct lease_info info;
@@ -118,20 +127,21 @@ int pg_revoke(struct lease_store *store, const char *name, int64_t deadline,
 	      uint64_t *epoch, struct lease_err *err)
 {
 	struct pg_store *ps = pg_of(store);
-	char sql[2048];
-	const char *p[] = { name, ps->channel };
+	char sql[1024];
+	const char *p[] = { name, ps->key };
 	PGresult *res = NULL;
 	int r;
 
 	snprintf(sql, sizeof(sql), "WITH m AS (SELECT epoch, holder FROM %s WHERE "
 		 "name = $1 AND holder IS NOT NULL AND expires_at > "
-		 "clock_timestamp()), h AS (UPDATE %s h SET revoked = true FROM m "
-		 "WHERE h.name = $1 AND h.epoch = m.epoch AND h.holder = m.holder "
-		 "AND NOT h.revoked RETURNING h.epoch) SELECT (SELECT epoch FROM m), "
-		 "(SELECT epoch FROM h), (SELECT revoked FROM %s x, m WHERE x.name "
-		 "= $1 AND x.epoch = m.epoch AND x.holder = m.holder), CASE WHEN "
-		 "EXISTS (SELECT 1 FROM h) THEN pg_notify($2, 'revoke ' || $1) END",
-		 ps->t_main, ps->t_holders, ps->t_holders);
+		 "clock_timestamp()), h AS (UPDATE " PG_T_NAMES " h SET revoked = "
+		 "true FROM m WHERE h.store = $2 AND h.name = $1 AND h.epoch = "
+		 "m.epoch AND h.holder = m.holder AND NOT h.revoked RETURNING "
+		 "h.epoch) SELECT (SELECT epoch FROM m), (SELECT epoch FROM h), "
+		 "(SELECT revoked FROM " PG_T_NAMES " x, m WHERE x.store = $2 AND "
+		 "x.name = $1 AND x.epoch = m.epoch AND x.holder = m.holder), CASE "
+		 "WHEN EXISTS (SELECT 1 FROM h) THEN pg_notify('" PG_CHANNEL "', "
+		 "'revoke ' || $2 || ' ' || $1) END", ps->t_main);
 	pthread_mutex_lock(&ps->lock);
 	r = pg_query(ps, deadline, sql, 2, p, &res, err);
 	pthread_mutex_unlock(&ps->lock);
@@ -154,8 +164,8 @@ static int fence_state(struct pg_store *ps, const char *name, uint64_t epoch,
 		       enum lease_fence *out, bool *leasefs, int64_t *ms,
 		       struct lease_err *err)
 {
-	char sql[2048], e[24];
-	const char *p[] = { name, e };
+	char sql[1024], e[24];
+	const char *p[] = { name, e, ps->key };
 	PGresult *res = NULL;
 	int r;
 
@@ -163,10 +173,10 @@ static int fence_state(struct pg_store *ps, const char *name, uint64_t epoch,
 	snprintf(sql, sizeof(sql), "SELECT m.epoch, m.holder IS NULL, "
 		 "m.expires_at <= clock_timestamp(), coalesce((extract(epoch FROM "
 		 "m.expires_at - clock_timestamp()) * 1000)::bigint, 0), EXISTS "
-		 "(SELECT 1 FROM %s h WHERE h.name = $1 AND h.epoch = $2::bigint AND "
-		 "h.holder = m.holder) FROM %s m WHERE m.name = $1", ps->t_holders,
-		 ps->t_main);
-	r = pg_query(ps, 0, sql, 2, p, &res, err);
+		 "(SELECT 1 FROM " PG_T_NAMES " h WHERE h.store = $3 AND h.name = $1 "
+		 "AND h.epoch = $2::bigint AND h.holder = m.holder) FROM %s m WHERE "
+		 "m.name = $1", ps->t_main);
+	r = pg_query(ps, 0, sql, 3, p, &res, err);
 	if (r < 0)
 		return r;
 	r = 0;
