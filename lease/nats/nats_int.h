@@ -193,8 +193,8 @@ int ns_clock_fresh(struct ns_store *ns, struct lease_err *err);
 int64_t ns_server_lo(struct ns_store *ns, int64_t m);
 int64_t ns_server_hi(struct ns_store *ns, int64_t m);
 /* Whether the holder of entry `v` may still believe in it: it was not
- * written expired (a release: expires_at at most the skew past the
- * entry's server timestamp), and the server's time is not certainly past
+ * written expired (a release: expires_at at most min(skew, 0.5 s) past
+ * the entry's server timestamp), and the server's time is not certainly past
  * expires_at by the skew tolerated in a harness holder's clock. */
 bool ns_live(struct ns_store *ns, const struct ns_value *v);
 /* Milliseconds until ns_live(v) may turn false (>= 0). */

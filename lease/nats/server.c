@@ -338,12 +338,23 @@ int64_t ns_grace_ns(const struct ns_store *ns)
 	return (ns->max_ttl_ms + ns->max_ttl_ms / 3) * 1000000;
 }
 
+/* An entry written to expire no later than this after its server
+ * timestamp was written expired: a release.  (A renewal's is a TTL of at
+ * least 1 s after it; a release's is the writer's clock less the
+ * server's.) */
+static int64_t released_ns(const struct ns_store *ns)
+{
+	int64_t s = ns_skew_ns(ns);
+
+	return s < 500000000 ? s : 500000000;
+}
+
 int64_t ns_live_ms(struct ns_store *ns, const struct ns_value *v)
 {
 	int64_t left = v->expires_ns + ns_skew_ns(ns) -
 		       ns_server_lo(ns, lease_now_ns());
 
-	if (v->written_ns && v->expires_ns <= v->written_ns + ns_skew_ns(ns))
+	if (v->written_ns && v->expires_ns <= v->written_ns + released_ns(ns))
 		return 0;
 	return left > 0 ? left / 1000000 + 1 : 0;
 }
