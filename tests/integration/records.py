@@ -3,7 +3,7 @@
 """Fsync-acknowledged records of writers that take turns holding a lease.
 
   records.py write FILE TAG EPOCH ACK
-      append "EPOCH SEQ TAG" to FILE every 5 ms, each fsync'ed; after each
+      append "EPOCH SEQ TAG MS" (MS: the writer's wall clock, ms) to FILE every 5 ms, each fsync'ed; after each
       whose write and fsync both succeeded, the same line to ACK (a local
       file, flushed).  Stops at the first error ("stopped: ERRNO" on
       stdout) or SIGTERM.
@@ -11,7 +11,8 @@
       the lines of FILE that some ACK acknowledges, in FILE's order: once
       a writer's first record appears, no record of a writer that came
       before it may follow, and each writer's epoch is above the one
-      before it.  Prints what it found; exits 1 on a violation.
+      before it.  Prints what it found, with the time from each writer's
+      last record to the next one's first; exits 1 on a violation.
 """
 import errno
 import os
@@ -28,7 +29,7 @@ def write(path, tag, epoch, ack_path):
     print("writing", flush=True)
     while True:
         seq += 1
-        line = f"{epoch} {seq} {tag}\n"
+        line = f"{epoch} {seq} {tag} {int(time.time() * 1000)}\n"
         try:
             os.write(fd, line.encode())
             os.fsync(fd)
@@ -47,13 +48,16 @@ def check(path, ack_paths):
             acked.update(line.rstrip("\n") for line in f)
     order = []     # writers, in the order of their first record
     epoch = {}
+    first, last = {}, {}
     late = []
     with open(path) as f:
         for line in f:
             rec = line.rstrip("\n")
             if rec not in acked:
                 continue
-            e, _, tag = rec.split(" ")
+            e, _, tag, ms = rec.split(" ")
+            first.setdefault(tag, int(ms))
+            last[tag] = int(ms)
             if tag not in epoch:
                 order.append(tag)
                 epoch[tag] = int(e)
@@ -66,6 +70,8 @@ def check(path, ack_paths):
             if rec in acked:
                 counts[rec.split(" ")[2]] += 1
     print("writers in order: " + ", ".join(f"{t} (epoch {epoch[t]}, {counts[t]} records)" for t in order))
+    for a, b in zip(order, order[1:]):
+        print(f"{a}'s last record to {b}'s first: {first[b] - last[a]} ms")
     bad = False
     if late:
         bad = True

@@ -17,6 +17,7 @@ if [ -z "${LEASEFS_NATS_URI:-}" ]; then
 	exec "$(dirname "$0")/../nats-harness.sh" bash "$0" "$@"
 fi
 . "$(dirname "$0")/lib.sh"
+[ -z "${NATS_IT_TRACE:-}" ] || set -x
 PEER=$HERE/natspeer/peer.mjs
 TOOL=$HERE/natspeer/tool.mjs
 [ -d "$HERE/natspeer/node_modules/nats" ] ||
@@ -38,6 +39,7 @@ start_peer() { peer_start node "$PEER" "$LEASEFS_NATS_URI" "$NAME" "$1" "${2:-$T
 peer_try() { node "$PEER" "$LEASEFS_NATS_URI" "$NAME" try "$TTL"; }
 tool() { (cd "$HERE/natspeer" && node "$TOOL" "$LEASEFS_NATS_URI" "$@"); }
 now_ms() { date +%s%3N; }
+FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
 
 # nats_restart [fresh]: kill -9 the server and start it again on its port,
 # with its store, or (fresh) without it.
@@ -194,11 +196,16 @@ skew_run() { # OFFSET TAG
 	PIDS+=("$!")
 	wait_until 10 grep -q ready "$T/hole.$tag.out" || fail "proxy: $(cat "$T/hole.$tag.out")"
 	: >"$R/log"
-	# ASan wants to come first among the libraries; libfaketime does too.
+	# libfaketime preloaded into the daemon (not through faketime(1),
+	# which waits for what it started: a daemon); ASan wants to come
+	# first among the libraries, and is told not to mind.
+	[ -e "$FAKETIME_LIB" ] || fail "libfaketime is not installed (scripts/setup installs faketime)"
+	[ $(( $(LD_PRELOAD=$FAKETIME_LIB FAKETIME=$off date +%s) - $(date +%s) )) -eq "${off%s}" ] ||
+		fail "libfaketime does not shift the clock by $off"
 	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
-	FAKETIME_DONT_FAKE_MONOTONIC=1 \
-		faketime -f "$off" "$LEASEFS" mount --leases="nats://127.0.0.1:$port?max_ttl=3" \
-		--ttl=$TTL "$R" "$M" || fail "mount under faketime $off"
+	LD_PRELOAD=$FAKETIME_LIB FAKETIME=$off FAKETIME_DONT_FAKE_MONOTONIC=1 \
+		timeout 30 "$LEASEFS" mount --leases="nats://127.0.0.1:$port?max_ttl=3" \
+		--ttl=$TTL "$R" "$M" || fail "mount with its clock $off"
 	MOUNTS+=("$M")
 	DAEMON_PID=$("$LEASEFS" status "$M" --json | json_get pid)
 	PIDS+=("$DAEMON_PID")
@@ -215,8 +222,8 @@ skew_run() { # OFFSET TAG
 	out=$(python3 "$HERE/records.py" check "$R/log" "$T/ack.mount$tag" "$T/ack.peer$tag") ||
 		fail "clock $off: $out"
 	echo "   $out"
-	"$LEASEFS" umount "$M" 2>/dev/null || true
 	rm -f "$hole"
+	"$LEASEFS" umount "$M" || fail "umount after the clock $off"
 }
 if want skew; then
 	skew_run -1s slow

@@ -17,7 +17,8 @@
 //   With WRITE_PROBE set, right after the grant: try to create that file,
 //   "probe: OK" / "probe: ERRNO".  With RECORDS set, while the lease lives
 //   (Lost() not closed: the session's watcher closes admission on it), it
-//   appends "EPOCH SEQ TAG" lines (TAG from RECORDS_TAG) to RECORDS, each
+//   appends "EPOCH SEQ TAG MS" lines (TAG from RECORDS_TAG, MS its wall
+//   clock) to RECORDS, each
 //   fsync'ed, and each acknowledged one to RECORDS_ACK.
 import { connect, headers } from "nats";
 import { randomBytes } from "node:crypto";
@@ -281,7 +282,7 @@ function records(l) {
   let seq = 0;
   const done = (async () => {
     while (!l.lost) {
-      const line = `${l.rec.epoch} ${++seq} ${tag}\n`;
+      const line = `${l.rec.epoch} ${++seq} ${tag} ${Date.now()}\n`;
       writeSync(fd, line);
       fsyncSync(fd);
       writeSync(ack, line);
