@@ -1,22 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The natsstore backend ("nats://H:P[,H:P...]"): the seed harness's store
- * on NATS JetStream KV, read and written as the harness does, so that a
- * harness session and a leasefs mount contend for one lease.  What its
- * units share (store.c: the store, connection, keys and values;
- * grant.c: acquire, renew, release; view.c: show, list, revoke, fence).
+ * The natsstore backend ("nats://H:P[,H:P...][?max_ttl=S]"): the seed
+ * harness's store on NATS JetStream KV, read and written as the harness
+ * does, so that a harness session and a leasefs mount contend for one
+ * lease.  What its units share (store.c: the store, connection, keys and
+ * values; server.c: the bucket's info and creation, the server's clock;
+ * epoch.c: epochs' high-water marks; grant.c: acquire, renew, release;
+ * view.c: show, list, revoke, fence).
  *
  * The harness's bucket, kept as the harness keeps it:
  *   natsstore_leases (file storage, history 1); key = the name with
  *   '_' -> "_u", '.' -> "_d", '/' -> "_s"; value a JSON object with exactly
  *   "epoch" (number), "holder" (32 hex chars) and "expires_at" (RFC 3339).
- *   Acquire creates the key with epoch 1 when absent, takes over an
- *   expired entry with a revision-conditional update to epoch + 1, and is
- *   refused otherwise; renewals every TTL/3 move expires_at by a
- *   revision-conditional update (a conflict or a missing key is loss); a
- *   release sets expires_at to now and keeps the epoch (never deletes).
- *   Expiry is judged on wall clocks: whoever reads compares expires_at
- *   with its own clock.
+ *   The harness creates the key with epoch 1 when absent; leasefs with
+ *   one above every epoch it has seen of the name ("e.KEY" below).  An
+ *   expired entry is taken over with a revision-conditional update to
+ *   epoch + 1 (leasefs: above what it has seen, too); a live one refuses.
+ *   Renewals every TTL/3 move expires_at by a revision-conditional update
+ *   (a conflict or a missing key is loss); a release sets expires_at to
+ *   now and keeps the epoch (never deletes).  The harness judges
+ *   expires_at on its own wall clock.  Nothing is granted by leasefs while
+ *   the bucket is younger than max_ttl + max_ttl/3.
  *
  * leasefs's own bucket beside it, which the harness never reads:
  *   natsstore_leases_leasefs: "h.KEY" a leasefs holder's record (epoch,
@@ -25,7 +29,10 @@
  *   keeps renewing until it has drained and released (then it deletes
  *   its record and publishes on "leasefs.natsstore.release.KEY").
  *   "w.SCOPEKEY.KEY" a grant living within a scope (epoch, holder,
- *   expires_at, renewed with the grant).  Only leasefs reads them.
+ *   expires_at, renewed with the grant).  "e.KEY" the highest epoch
+ *   leasefs granted or was about to grant of the name (decimal; this
+ *   bucket has no maximum age).  "clock" written to read the server's
+ *   timestamp back.  Only leasefs reads them.
  *
  * Time is the server's (server.c): expires_at is written as the server's
  * time at the write plus TTL and judged against the server's time, both
