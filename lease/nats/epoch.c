@@ -64,9 +64,12 @@ static int stored(struct ns_store *ns, const char *rk, uint64_t *epoch,
 		return 0;
 	if (s != NATS_OK)
 		return ns_fail(ns, s, rk, "read", err);
+	errno = 0;
 	*epoch = strtoull(kvEntry_ValueString(e), &end, 10);
 	*rev = kvEntry_Revision(e);
-	s = *end ? NATS_ERR : NATS_OK;
+	/* Digits only, and room for one more. */
+	s = (*kvEntry_ValueString(e) < '0' || *kvEntry_ValueString(e) > '9' ||
+	     *end || errno || *epoch == UINT64_MAX) ? NATS_ERR : NATS_OK;
 	kvEntry_Destroy(e);
 	if (s != NATS_OK)
 		return lease_err_set(err, LEASE_E_CORRUPT, 0, rk, "natsstore %s: "

@@ -171,8 +171,12 @@ static int next_epoch(struct ns_store *ns, const char *key,
 
 	if (r < 0)
 		return r;
-	*epoch = (cur->epoch > hwm ? cur->epoch : hwm) + 1;
-	return ns_hwm_raise(ns, key, *epoch, err);
+	*epoch = cur->epoch > hwm ? cur->epoch : hwm;
+	if (*epoch == UINT64_MAX)
+		return lease_err_set(err, LEASE_E_CORRUPT, 0, key, "natsstore %s: "
+				     "the epoch of %s cannot go higher; nothing "
+				     "was granted", ns->shown, key);
+	return ns_hwm_raise(ns, key, ++*epoch, err);
 }
 
 /* One try at the harness's key: 1 granted (*v, *sent, *created), or

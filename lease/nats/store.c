@@ -297,6 +297,10 @@ static natsStatus connect_all(struct ns_store *ns, const char *uri)
 		s = natsOptions_SetFailRequestsOnDisconnect(o, true);
 	if (s == NATS_OK)
 		s = natsOptions_SetReconnectedCB(o, reconnected, ns);
+	/* The bells and the advisory share the library's delivery thread
+	 * instead of a thread each: their callbacks only set a flag. */
+	if (s == NATS_OK)
+		s = natsOptions_UseGlobalMessageDelivery(o, true);
 	if (s == NATS_OK)
 		s = natsConnection_Connect(&ns->nc, o);
 	natsOptions_Destroy(o);
