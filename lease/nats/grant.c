@@ -125,13 +125,14 @@ static int settled(struct ns_store *ns, const char *name, const char *key,
 {
 	int64_t age = ns_server_lo(ns, lease_now_ns()) - b->created_ns;
 	struct ns_value cur;
-	uint64_t epoch = 0;
+	uint64_t epoch = 0, hwm = 0;
 
 	if (age >= ns_grace_ns(ns))
 		return 0;
 	if (ns_get(ns, ns->kv, key, &cur, NULL) == 1)
 		epoch = cur.epoch;
-	ns_hwm_get(ns, key, &epoch, NULL);
+	if (ns_hwm_get(ns, key, &hwm, NULL) == 0 && hwm > epoch)
+		epoch = hwm;
 	held(name, epoch, err);
 	if (err)
 		snprintf(err->msg, sizeof(err->msg), "natsstore %s: lease '%s' "
