@@ -90,6 +90,11 @@ if want config; then
   leasefs: $c1
   harness: $c2"
 	ok "leasefs makes natsstore_leases as the harness does: its CreateOrUpdate leaves it as it is"
+	for q in '?max_ttl=0' '?max_ttl=abc' '?ttl=3' '?max_ttl=3&x'; do
+		rc=0; out=$("$LEASEFS" lease list --leases="$LEASEFS_NATS_URI$q" 2>&1) || rc=$?
+		[ $rc -eq 64 ] || fail "store URI with $q: exit $rc ($out)"
+	done
+	ok "a bad store URI parameter is refused (exit 64)"
 fi
 
 settle
@@ -191,6 +196,16 @@ if want idle; then
 	out=$(peer_try)
 	[ "$out" = "granted $((e2 + 1))" ] || fail "the peer after the mount: '$out', want 'granted $((e2 + 1))'"
 	ok "maxage: the key aged out at epoch $e1; the mount is granted $e2, the harness then $((e2 + 1))"
+	# A high-water mark that is not an epoch, or leaves no room above it,
+	# grants nothing and says so.
+	for bad in abc -1 18446744073709551615; do
+		tool own-put "e.$KEY" "$bad" >/dev/null || fail "cannot write the mark"
+		rc=0; out=$(timeout 30 "$LEASEFS" mount --ttl=$TTL "$R" "$M" 2>&1) || rc=$?
+		[ $rc -ne 0 ] || { MOUNTS+=("$M"); fail "granted over a mark of '$bad': epoch $(status_of "$M" epoch)"; }
+		case "$out" in *"nothing was granted"*) ;; *) fail "mark '$bad': exit $rc ($out)" ;; esac
+	done
+	tool own-put "e.$KEY" $((e2 + 1)) >/dev/null || fail "cannot write the mark"
+	ok "a mark that is not an epoch, or has no room above it, grants nothing"
 fi
 
 # ------------------------------------------------------------- skew

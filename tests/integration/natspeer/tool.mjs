@@ -7,6 +7,7 @@
 //                                     its duplicate window down to it)
 //   node tool.mjs URI entry KEY       "EPOCH REVISION" of the harness's key,
 //                                     or "none"
+//   node tool.mjs URI own-put KEY VAL put VAL at KEY in leasefs's bucket
 import { connect } from "nats";
 
 const [uri, what, arg] = process.argv.slice(2);
@@ -34,6 +35,10 @@ if (what === "config") {
   const e = await kv.get(arg);
   if (!e || e.operation !== "PUT") console.log("none");
   else console.log(JSON.parse(new TextDecoder().decode(e.value)).epoch + " " + e.revision);
+} else if (what === "own-put") {
+  const kv = await nc.jetstream().views.kv("natsstore_leases_leasefs", { bindOnly: true, allow_direct: true });
+  await kv.put(arg, process.argv[5]);
+  console.log("put");
 } else {
   console.log("usage: tool.mjs URI config|max-age SECONDS|entry KEY");
   rc = 2;
