@@ -9,12 +9,17 @@
  * renewed until released, so that a holder draining its writes keeps
  * every successor out.  A renewal the server refuses (another revision)
  * is loss for good; one that cannot reach it is retried each second while
- * the grant's safe-until passes on its own.
+ * the grant's safe-until passes on its own.  After renewing, and at once
+ * after a reconnect or an advisory about the bucket, the thread looks at
+ * the bucket: gone, or another than the one a grant was made in (a server
+ * that lost its store), is loss; a maximum age that no longer fits the
+ * TTL is loss; its last timestamp measures the server's clock.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -28,9 +33,28 @@
  * like any other, so it is also watched for. */
 #define RETRY_LOOK_MS 1000
 
-int64_t ns_safe_until(const struct ns_store *ns, int64_t sent)
+/*
+ * A write sent at `sent` said expires_at = server_hi(sent) + TTL: until
+ * server_hi(m) reaches expires_at less the skew tolerated in a harness
+ * acquirer's clock, which is (TTL - skew) / (1 + rate) after `sent`.  And
+ * never past the bucket's maximum age after it (the server drops the
+ * entry then), less the clock's uncertainty.
+ */
+int64_t ns_safe_until(struct ns_store *ns, int64_t sent)
 {
-	return sent + (ns->ttl_ms - ns->ttl_ms / 10) * 1000000;
+	int64_t w = ns->ttl_ms * 1000000 - ns_skew_ns(ns), age, width;
+
+	w -= w / (1000000 / NS_RATE_PPM);
+	pthread_mutex_lock(&ns->view_lock);
+	age = ns->bucket.max_age_ns;
+	width = ns->clock.hi - ns->clock.lo;
+	pthread_mutex_unlock(&ns->view_lock);
+	if (age > 0) {
+		age -= age / (1000000 / NS_RATE_PPM) + width;
+		if (age < w)
+			w = age;
+	}
+	return sent + (w > 0 ? w : 0);
 }
 
 static int held(const char *who, uint64_t epoch, struct lease_err *err)
@@ -70,33 +94,134 @@ static natsStatus write_value(kvStore *kv, const char *key, struct ns_value *v,
 	return s;
 }
 
-/* One try at the harness's key: 1 granted (*v, *sent), or busy/-errno. */
-static int take(struct ns_store *ns, const char *name, const char *key,
-		const char *holder, struct ns_value *v, int64_t *sent,
+/* The TTL fits the store (its max_ttl) and the bucket (entries live
+ * longer than a grant is believed): 0, or -EINVAL naming both. */
+static int fits(struct ns_store *ns, const struct ns_bucket *b,
 		struct lease_err *err)
 {
-	for (int tries = 0; tries < 3; tries++) {
+	if (ns->ttl_ms > ns->max_ttl_ms)
+		return lease_err_set(err, LEASE_E_USAGE, 0, NULL, "natsstore %s: "
+				     "a TTL of %.3g s is longer than the store's "
+				     "max_ttl of %.3g s (the longest TTL any of "
+				     "its holders uses; raise max_ttl= in the "
+				     "URI of every mount of the store)", ns->shown,
+				     ns->ttl_ms / 1e3, ns->max_ttl_ms / 1e3);
+	if (b->max_age_ns > 0 && ns->ttl_ms * 1000000 >= b->max_age_ns)
+		return lease_err_set(err, LEASE_E_USAGE, 0, NULL, "natsstore %s: "
+				     "a TTL of %.3g s does not fit the bucket "
+				     NS_BUCKET ", whose entries the server drops "
+				     "%.3g s after their last write (its max "
+				     "age): a live grant could vanish between "
+				     "renewals; use a TTL below %.3g s",
+				     ns->shown, ns->ttl_ms / 1e3,
+				     b->max_age_ns / 1e9, b->max_age_ns / 1e9);
+	return 0;
+}
+
+/* The bucket is older than the grace (a holder from before it, on a
+ * server that lost its store, has stopped believing): 0, or busy. */
+static int settled(struct ns_store *ns, const char *name, const char *key,
+		   const struct ns_bucket *b, struct lease_err *err)
+{
+	int64_t age = ns_server_lo(ns, lease_now_ns()) - b->created_ns;
+	struct ns_value cur;
+	uint64_t epoch = 0, hwm = 0;
+
+	if (age >= ns_grace_ns(ns))
+		return 0;
+	if (ns_get(ns, ns->kv, key, &cur, NULL) == 1)
+		epoch = cur.epoch;
+	if (ns_hwm_get(ns, key, &hwm, NULL) == 0 && hwm > epoch)
+		epoch = hwm;
+	held(name, epoch, err);
+	if (err)
+		snprintf(err->msg, sizeof(err->msg), "natsstore %s: lease '%s' "
+			 "is not granted before the bucket " NS_BUCKET " is "
+			 "%.3g s old (it is %.3g s): a holder from before it "
+			 "(a server that lost its store) may believe itself "
+			 "valid until then", ns->shown, name,
+			 ns_grace_ns(ns) / 1e9, age > 0 ? age / 1e9 : 0.0);
+	return lease_errkind_errno(LEASE_E_HELD);
+}
+
+/* The bucket the grant was written in is still the one looked at
+ * before: 0, or busy (it was made anew meanwhile; the next try waits
+ * for its grace). */
+static int same_bucket(struct ns_store *ns, const char *name,
+		       int64_t created_ns, uint64_t epoch,
+		       struct lease_err *err)
+{
+	struct ns_bucket now;
+	int r = ns_bucket_info(ns, &now, err);
+
+	if (r < 0)
+		return r;
+	if (r == 1 && now.created_ns == created_ns)
+		return 0;
+	return held(name, epoch, err);
+}
+
+/* The epoch to grant after the entry `cur` (epoch 0: none): one above
+ * it and above every epoch leasefs has seen of the name. */
+static int next_epoch(struct ns_store *ns, const char *key,
+		      const struct ns_value *cur, uint64_t *epoch,
+		      struct lease_err *err)
+{
+	uint64_t hwm = 0;
+	int r = ns_hwm_get(ns, key, &hwm, err);
+
+	if (r < 0)
+		return r;
+	*epoch = cur->epoch > hwm ? cur->epoch : hwm;
+	if (*epoch == UINT64_MAX)
+		return lease_err_set(err, LEASE_E_CORRUPT, 0, key, "natsstore %s: "
+				     "the epoch of %s cannot go higher; nothing "
+				     "was granted", ns->shown, key);
+	return ns_hwm_raise(ns, key, ++*epoch, err);
+}
+
+/* One try at the harness's key: 1 granted (*v, *sent, *created), or
+ * busy/-errno. */
+static int take(struct ns_store *ns, const char *name, const char *key,
+		const char *holder, struct ns_value *v, int64_t *sent,
+		int64_t *created, struct lease_err *err)
+{
+	struct ns_bucket b;
+	int r = ns_bucket_ensure(ns, &b, err);
+
+	if (r == 0)
+		r = fits(ns, &b, err);
+	if (r == 0)
+		r = settled(ns, name, key, &b, err);
+	for (int tries = 0; r == 0 && tries < 3; tries++) {
 		struct ns_value cur = { 0 };
-		int r = ns_get(ns, ns->kv, key, &cur, err);
-		int64_t now = ns_wall_ns();
+		int got = ns_get(ns, ns->kv, key, &cur, err);
 		natsStatus s;
 
+		if (got < 0)
+			return got;
+		if (got == 1)
+			ns_hwm_note(ns, key, cur.epoch);
+		if (got == 1 && ns_live(ns, &cur))
+			return held(name, cur.epoch, err);
+		*v = (struct ns_value){ .revision = cur.revision };
+		r = next_epoch(ns, key, &cur, &v->epoch, err);
 		if (r < 0)
 			return r;
-		if (r == 1 && cur.expires_ns > now)
-			return held(name, cur.epoch, err);
-		*v = (struct ns_value){ .epoch = r ? cur.epoch + 1 : 1,
-					.expires_ns = now + ns->ttl_ms * 1000000,
-					.revision = cur.revision };
 		snprintf(v->holder, sizeof(v->holder), "%s", holder);
 		*sent = lease_now_ns();
-		s = write_value(ns->kv, key, v, r == 0);
-		if (s == NATS_OK)
+		v->expires_ns = ns_server_hi(ns, *sent) + ns->ttl_ms * 1000000;
+		s = write_value(ns->kv, key, v, got == 0);
+		if (s == NATS_OK) {
+			*created = b.created_ns;
 			return 1;
+		}
 		if (unreachable(s))
 			return ns_fail(ns, s, name, "take", err);
 		/* Another writer was first: look again. */
 	}
+	if (r < 0)
+		return r;
 	return lease_err_set(err, LEASE_E_HELD, 0, name, "lease '%s' is "
 			     "contended", name);
 }
@@ -147,7 +272,8 @@ static void markers_drop(struct ns_store *ns, struct ns_lease *pl)
 static int markers_make(struct ns_store *ns, struct ns_lease *pl,
 			const struct lease_scopes *sc, struct lease_err *err)
 {
-	struct ns_value v = { .expires_ns = ns_wall_ns() + ns->ttl_ms * 1000000 };
+	struct ns_value v = { .expires_ns = ns_server_hi(ns, lease_now_ns()) +
+					    ns->ttl_ms * 1000000 };
 	char sk[NS_KEY_MAX];
 
 	snprintf(v.holder, sizeof(v.holder), "%s", pl->holder);
@@ -172,7 +298,7 @@ static int markers_make(struct ns_store *ns, struct ns_lease *pl,
 		r = ns_get(ns, ns->kv, sk, &cur, err);
 		if (r < 0)
 			return r;
-		if (r == 1 && cur.expires_ns > ns_wall_ns())
+		if (r == 1 && ns_live(ns, &cur))
 			return held(sc->names[i], cur.epoch, err);
 	}
 	return 0;
@@ -245,17 +371,34 @@ static enum lease_loss why_gone(struct ns_store *ns, struct ns_lease *pl)
 	return r == 0 ? LEASE_LOSS_STORE : LEASE_LOSS_TAKEOVER;
 }
 
+/* What a round's renewals tell of the server's clock: the send time
+ * and revision of the last one that succeeded, and its bucket. */
+struct round {
+	int64_t sent;
+	uint64_t rev;
+	int64_t created_ns;
+};
+
 /* Caller holds ns->lock. */
-static void renew_locked(struct ns_store *ns, struct ns_lease *pl)
+static void renew_locked(struct ns_store *ns, struct ns_lease *pl,
+			 struct round *rd)
 {
 	struct lease *l = pl->lease;
 	struct ns_value v = { .epoch = l->epoch, .revision = pl->revision };
 	int64_t sent = lease_now_ns(), until = lease_safe_until(l);
-	natsStatus s;
+	natsStatus s = NATS_CONNECTION_DISCONNECTED;
 
 	snprintf(v.holder, sizeof(v.holder), "%s", pl->holder);
-	v.expires_ns = ns_wall_ns() + ns->ttl_ms * 1000000;
-	s = write_value(ns->kv, pl->key, &v, false);
+	v.expires_ns = ns_server_hi(ns, sent) + ns->ttl_ms * 1000000;
+	/* Sent while the link is down, a write would wait in the library's
+	 * buffer for whatever server comes next, which may be one that lost
+	 * its store: no renewal before the bucket was looked at again. */
+	if (natsConnection_Status(ns->nc) == NATS_CONN_STATUS_CONNECTED &&
+	    !atomic_load(&ns->recheck))
+		s = write_value(ns->kv, pl->key, &v, false);
+	/* Nothing listens on the bucket's subjects: it may be gone. */
+	if (s == NATS_NO_RESPONDERS)
+		atomic_store(&ns->recheck, true);
 	if (s != NATS_OK && unreachable(s)) {
 		pl->next_renew = lease_deadline_ms(RETRY_MS);
 		if (until && lease_now_ns() >= until)
@@ -268,6 +411,8 @@ static void renew_locked(struct ns_store *ns, struct ns_lease *pl)
 		return;
 	}
 	pl->revision = v.revision;
+	*rd = (struct round){ .sent = sent, .rev = v.revision,
+			      .created_ns = pl->created_ns };
 	lease_set_safe_until(l, ns_safe_until(ns, sent));
 	for (size_t i = 0; i < pl->nmarkers; i++)
 		if (pl->markers[i])
@@ -277,22 +422,61 @@ static void renew_locked(struct ns_store *ns, struct ns_lease *pl)
 	pl->next_renew = sent + ns->ttl_ms / 3 * 1000000;
 }
 
+/*
+ * Caller holds ns->lock: look at the bucket.  Gone, or made anew since a
+ * grant was made in it, is loss (and no more renewals: the key is not
+ * ours to write); a maximum age that no longer fits the TTL is loss (the
+ * server may drop the entry while we believe in it; renewals go on, for a
+ * drain).  The stream's last timestamp, of a write at or after the
+ * round's last renewal, measures the server's clock.  0, or -errno if the
+ * server could not be asked.
+ */
+static int bucket_check_locked(struct ns_store *ns, const struct round *rd)
+{
+	struct ns_bucket b;
+	int r = ns_bucket_info(ns, &b, NULL);
+
+	if (r < 0)
+		return r;
+	for (struct ns_lease *pl = ns->leases; pl; pl = pl->next) {
+		if (r == 0 || b.created_ns != pl->created_ns) {
+			pl->renewing = false;
+			lease_mark_lost(pl->lease, LEASE_LOSS_STORE);
+		} else if (b.max_age_ns > 0 &&
+			   ns->ttl_ms * 1000000 >= b.max_age_ns) {
+			lease_mark_lost(pl->lease, LEASE_LOSS_STORE);
+		}
+	}
+	if (r == 1 && rd && rd->sent && rd->created_ns == b.created_ns &&
+	    b.last_seq >= rd->rev && b.last_ts_ns > 0)
+		ns_clock_note(ns, b.last_ts_ns, rd->sent, b.recv_ns);
+	return 0;
+}
+
 /* Caller holds ns->lock: renew what is due; ms to the next duty. */
 static int duties_locked(struct ns_store *ns)
 {
 	bool bell = atomic_exchange(&ns->revoke_seen, false);
 	int64_t now = lease_now_ns(), next = now + (int64_t)RETRY_MS * 1000000;
+	struct round rd = { 0 };
 
+	/* After a reconnect or an advisory: the bucket first. */
+	if (atomic_exchange(&ns->recheck, false) && ns->leases &&
+	    bucket_check_locked(ns, NULL) < 0)
+		atomic_store(&ns->recheck, true);
 	for (struct ns_lease *pl = ns->leases; pl; pl = pl->next) {
 		if (!pl->renewing)
 			continue;
 		if (bell && !lease_is_lost(pl->lease) && revoked_locked(ns, pl))
 			lease_mark_lost(pl->lease, LEASE_LOSS_REVOKED);
 		if (lease_now_ns() >= pl->next_renew)
-			renew_locked(ns, pl);
+			renew_locked(ns, pl, &rd);
 		if (pl->renewing && pl->next_renew < next)
 			next = pl->next_renew;
 	}
+	if ((rd.sent || atomic_exchange(&ns->recheck, false)) &&
+	    bucket_check_locked(ns, &rd) < 0)
+		atomic_store(&ns->recheck, true);
 	now = lease_now_ns();
 	return next > now ? (int)((next - now) / 1000000) + 1 : 0;
 }
@@ -363,7 +547,8 @@ static void holder_remove(struct ns_store *ns, struct ns_lease *pl)
 /* Our grant given back at once: expires now, the epoch kept. */
 static void give_back(struct ns_store *ns, struct ns_lease *pl, uint64_t epoch)
 {
-	struct ns_value v = { .epoch = epoch, .expires_ns = ns_wall_ns(),
+	struct ns_value v = { .epoch = epoch,
+			      .expires_ns = ns_server_lo(ns, lease_now_ns()),
 			      .revision = pl->revision };
 
 	snprintf(v.holder, sizeof(v.holder), "%s", pl->holder);
@@ -382,7 +567,9 @@ static int grant(struct lease_store *store, struct ns_lease *pl,
 	int r = 0;
 
 	pl->revision = v->revision;
-	if (ns_within(ns, pl->key, inner, sizeof(inner), &inner_epoch) > 0)
+	r = same_bucket(ns, name, pl->created_ns, v->epoch, err);
+	if (r == 0 && ns_within(ns, pl->key, inner, sizeof(inner),
+				&inner_epoch) > 0)
 		r = held(inner, inner_epoch, err);
 	if (r == 0 && record_put(ns, pl->key, v->epoch, pl->holder,
 				 store->opts.holder, &rev) < 0)
@@ -424,9 +611,12 @@ int ns_try_acquire(struct lease_store *store, const char *name,
 	if (!pl)
 		return lease_err_set(err, LEASE_E_BADNAME, -ENAMETOOLONG, name,
 				     "lease '%s' cannot be a natsstore key", name);
-	r = markers_make(ns, pl, sc, err);
+	r = ns_clock_fresh(ns, err);
+	if (r == 0)
+		r = markers_make(ns, pl, sc, err);
 	if (r == 0) {
-		r = take(ns, name, pl->key, pl->holder, &v, &sent, err);
+		r = take(ns, name, pl->key, pl->holder, &v, &sent,
+			 &pl->created_ns, err);
 		r = r == 1 ? 0 : r;
 	}
 	if (r == 0)
@@ -453,8 +643,15 @@ void ns_await_change(struct lease_store *store, const char *name,
 		until = deadline;
 	kvWatchOptions_Init(&o);
 	if (ns_key(name, key, sizeof(key)) < 0 ||
-	    kvStore_Watch(&w, ns->kv, key, &o) != NATS_OK)
+	    kvStore_Watch(&w, ns->kv, key, &o) != NATS_OK) {
+		/* No watch (the bucket is gone, or the server): the next try
+		 * is at `until`. */
+		int64_t ms = (until - lease_now_ns()) / 1000000;
+
+		if (ms > 0)
+			poll(NULL, 0, (int)ms);
 		return;
+	}
 	/* The current value comes first, then a NULL entry (the initial
 	 * values are done); any entry after that is a change. */
 	for (bool started = false; !lease_deadline_passed(until); ) {

@@ -14,9 +14,6 @@
 
 #include "nats_int.h"
 
-/* Every request to the server is bounded by this (JetStream's wait). */
-#define REQUEST_MS 3000
-
 /* ---- keys ----------------------------------------------------------- */
 
 int ns_key(const char *name, char *out, size_t outsz)
@@ -63,14 +60,6 @@ int ns_unkey(const char *key, char *out, size_t outsz)
 
 /* ---- time ----------------------------------------------------------- */
 
-int64_t ns_wall_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void rfc3339(int64_t ns, char *buf, size_t sz)
 {
 	time_t s = (time_t)(ns / 1000000000);
@@ -82,8 +71,8 @@ static void rfc3339(int64_t ns, char *buf, size_t sz)
 		 tm.tm_min, tm.tm_sec, ns % 1000000000);
 }
 
-/* "YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)": 0 with *ns, or -EINVAL. */
-static int rfc3339_parse(const char *s, int64_t *ns)
+/* "YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)". */
+int ns_rfc3339_parse(const char *s, int64_t *ns)
 {
 	struct tm tm = { 0 };
 	int64_t frac = 0, scale = 1000000000;
@@ -108,12 +97,14 @@ static int rfc3339_parse(const char *s, int64_t *ns)
 		p += 6;
 	} else
 		return -EINVAL;
-	if (*p)
+	/* Between 1970 and 2262 (Unix ns in 64 bits): Go's zero time, for
+	 * one, is not a time here. */
+	if (*p || tm.tm_year < 1970 || tm.tm_year > 2261)
 		return -EINVAL;
 	tm.tm_year -= 1900;
 	tm.tm_mon -= 1;
 	*ns = ((int64_t)timegm(&tm) - off) * 1000000000 + frac;
-	return 0;
+	return *ns >= 0 ? 0 : -EINVAL;
 }
 
 /* ---- values --------------------------------------------------------- */
@@ -148,7 +139,7 @@ int ns_value_parse(const char *text, int len, struct ns_value *v)
 	    json_object_get_string_len(h) == 32 &&
 	    json_object_is_type(x, json_type_string) &&
 	    json_object_get_int64(e) >= 0 &&
-	    rfc3339_parse(json_object_get_string(x), &v->expires_ns) == 0) {
+	    ns_rfc3339_parse(json_object_get_string(x), &v->expires_ns) == 0) {
 		v->epoch = (uint64_t)json_object_get_int64(e);
 		snprintf(v->holder, sizeof(v->holder), "%s", json_object_get_string(h));
 		r = 0;
@@ -185,6 +176,7 @@ int ns_get(struct ns_store *ns, kvStore *kv, const char *key,
 		return ns_fail(ns, s, key, "get", err);
 	r = ns_value_parse(kvEntry_Value(e), kvEntry_ValueLen(e), v);
 	v->revision = kvEntry_Revision(e);
+	v->written_ns = kvEntry_Created(e);
 	kvEntry_Destroy(e);
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_CORRUPT, 0, key, "natsstore %s: "
@@ -200,26 +192,33 @@ void ns_publish(struct ns_store *ns, const char *what, const char *key)
 
 	snprintf(subj, sizeof(subj), NS_SUBJECT ".%s.%s", what, key);
 	natsConnection_PublishString(ns->nc, subj, "1");
-	natsConnection_FlushTimeout(ns->nc, REQUEST_MS);
+	natsConnection_FlushTimeout(ns->nc, NS_REQUEST_MS);
 }
 
 /* ---- the store ------------------------------------------------------ */
 
-/* The bucket, made as the harness makes it if it is not there. */
-static natsStatus bucket(struct ns_store *ns, const char *name, kvStore **out)
+/* The reconnect, or an advisory about the harness's bucket (updated,
+ * deleted, created): the thread looks at the bucket before it renews.
+ * On the library's threads: no lock, nothing that blocks. */
+static void look_again(struct ns_store *ns)
 {
-	kvConfig cfg;
-	natsStatus s = js_KeyValue(out, ns->js, name);
+	atomic_store(&ns->recheck, true);
+	lease_worker_kick(&ns->worker);
+}
 
-	if (s != NATS_NOT_FOUND)
-		return s;
-	kvConfig_Init(&cfg);
-	cfg.Bucket = name;
-	cfg.History = 1;
-	cfg.StorageType = js_FileStorage;
-	s = js_CreateKeyValue(out, ns->js, &cfg);
-	/* Made by someone else meanwhile: take theirs. */
-	return s == NATS_OK ? s : js_KeyValue(out, ns->js, name);
+static void reconnected(natsConnection *nc, void *ud)
+{
+	(void)nc;
+	look_again(ud);
+}
+
+static void advised(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
+		    void *ud)
+{
+	(void)nc;
+	(void)sub;
+	natsMsg_Destroy(msg);
+	look_again(ud);
 }
 
 /* "nats://a:1,b:2" (or tls://): the servers, each with its scheme. */
@@ -273,6 +272,7 @@ static natsStatus security(natsOptions *o, const char *uri)
 
 static natsStatus connect_all(struct ns_store *ns, const char *uri)
 {
+	kvStore *kv = NULL;
 	natsOptions *o = NULL;
 	jsOptions jo;
 	natsStatus s = natsOptions_Create(&o);
@@ -282,7 +282,7 @@ static natsStatus connect_all(struct ns_store *ns, const char *uri)
 	if (s == NATS_OK)
 		s = security(o, uri);
 	if (s == NATS_OK)
-		s = natsOptions_SetTimeout(o, REQUEST_MS);
+		s = natsOptions_SetTimeout(o, NS_REQUEST_MS);
 	/* Reconnect for as long as we live: a grant's safe-until, not the
 	 * connection, decides when it is lost. */
 	if (s == NATS_OK)
@@ -291,31 +291,105 @@ static natsStatus connect_all(struct ns_store *ns, const char *uri)
 		s = natsOptions_SetReconnectWait(o, 250);
 	if (s == NATS_OK)
 		s = natsOptions_SetName(o, "leasefs");
+	/* A request in flight when the link drops fails then and there, not
+	 * at its timeout. */
+	if (s == NATS_OK)
+		s = natsOptions_SetFailRequestsOnDisconnect(o, true);
+	if (s == NATS_OK)
+		s = natsOptions_SetReconnectedCB(o, reconnected, ns);
+	/* The bells and the advisory share the library's delivery thread
+	 * instead of a thread each: their callbacks only set a flag. */
+	if (s == NATS_OK)
+		s = natsOptions_UseGlobalMessageDelivery(o, true);
 	if (s == NATS_OK)
 		s = natsConnection_Connect(&ns->nc, o);
 	natsOptions_Destroy(o);
 	jsOptions_Init(&jo);
-	jo.Wait = REQUEST_MS;
+	jo.Wait = NS_REQUEST_MS;
 	if (s == NATS_OK)
 		s = natsConnection_JetStream(&ns->js, ns->nc, &jo);
 	if (s == NATS_OK)
-		s = bucket(ns, NS_BUCKET, &ns->kv);
+		s = natsConnection_Subscribe(&ns->advisory, ns->nc,
+					     "$JS.EVENT.ADVISORY.STREAM.*.KV_"
+					     NS_BUCKET, advised, ns);
+	/* Bound to by name: an absent bucket is made (and looked at again)
+	 * by ns_bucket_ensure() before anything is granted. */
 	if (s == NATS_OK)
-		s = bucket(ns, NS_OWN_BUCKET, &ns->own);
+		s = js_KeyValue(&kv, ns->js, NS_OWN_BUCKET);
+	if (s == NATS_NOT_FOUND)
+		s = NATS_OK;
+	kvStore_Destroy(kv);
 	return s;
+}
+
+/* The buckets (the harness's made as the harness makes it, if it is not
+ * there), bound, and a first measure of the server's clock. */
+static int buckets_open(struct ns_store *ns, struct lease_err *err)
+{
+	struct ns_bucket b;
+	natsStatus s;
+	int r = ns_bucket_ensure(ns, &b, err);
+
+	if (r < 0)
+		return r;
+	s = ns_own_ensure(ns);
+	if (s == NATS_OK)
+		s = js_KeyValue(&ns->kv, ns->js, NS_BUCKET);
+	if (s == NATS_OK)
+		s = js_KeyValue(&ns->own, ns->js, NS_OWN_BUCKET);
+	if (s != NATS_OK)
+		return lease_err_set(err, LEASE_E_UNREACHABLE, 0, NULL, "natsstore "
+				     "%s: %s", ns->shown, natsStatus_GetText(s));
+	return ns_clock_fresh(ns, err);
 }
 
 static void ns_store_free(struct ns_store *ns)
 {
 	if (!ns)
 		return;
+	if (ns->advisory) {
+		natsSubscription_Unsubscribe(ns->advisory);
+		natsSubscription_Destroy(ns->advisory);
+	}
+	if (ns->nc)
+		natsConnection_Close(ns->nc);
 	kvStore_Destroy(ns->kv);
 	kvStore_Destroy(ns->own);
 	jsCtx_Destroy(ns->js);
 	natsConnection_Destroy(ns->nc);
 	pthread_mutex_destroy(&ns->lock);
+	pthread_mutex_destroy(&ns->view_lock);
+	ns_hwm_free(ns);
+	pthread_mutex_destroy(&ns->seen_lock);
 	free(ns->shown);
 	free(ns);
+}
+
+/* "?max_ttl=SECONDS" after the servers, taken off `uri`: 0 or -errno. */
+static int uri_params(struct ns_store *ns, char *uri, struct lease_err *err)
+{
+	char *q = strchr(uri, '?'), *save = NULL, *end;
+
+	ns->max_ttl_ms = NS_HARNESS_TTL_MS;
+	if (!q)
+		return 0;
+	*q++ = '\0';
+	for (char *p = strtok_r(q, "&", &save); p; p = strtok_r(NULL, "&", &save)) {
+		double v;
+
+		if (strncmp(p, "max_ttl=", 8) != 0)
+			return lease_err_set(err, LEASE_E_USAGE, 0, NULL, "natsstore: "
+					     "unknown parameter '%s' (the one "
+					     "there is: max_ttl=SECONDS)", p);
+		errno = 0;
+		v = strtod(p + 8, &end);
+		if (errno || end == p + 8 || *end || !(v >= 1 && v <= 1e6))
+			return lease_err_set(err, LEASE_E_USAGE, 0, NULL, "natsstore: "
+					     "bad %s (expected seconds, 1 to "
+					     "1000000)", p);
+		ns->max_ttl_ms = (int64_t)(v * 1000);
+	}
+	return 0;
 }
 
 static int ns_open(struct lease_store *store, const char *rest,
@@ -331,6 +405,8 @@ static int ns_open(struct lease_store *store, const char *rest,
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
 	}
 	pthread_mutex_init(&ns->lock, NULL);
+	pthread_mutex_init(&ns->view_lock, NULL);
+	pthread_mutex_init(&ns->seen_lock, NULL);
 	ns->worker.kick_fd = -1;
 	ns->ttl_ms = store->opts.ttl_ms ? store->opts.ttl_ms : NS_DEFAULT_TTL_MS;
 	ns->shown = malloc(strlen(uri) + 8);
@@ -342,12 +418,18 @@ static int ns_open(struct lease_store *store, const char *rest,
 		goto fail;
 	}
 	lease_uri_redact(uri, ns->shown, strlen(uri) + 8);
+	r = uri_params(ns, uri, err);
+	if (r < 0)
+		goto fail;
 	s = connect_all(ns, uri);
 	if (s != NATS_OK) {
 		r = lease_err_set(err, LEASE_E_UNREACHABLE, 0, NULL, "natsstore %s: "
 				  "%s", ns->shown, natsStatus_GetText(s));
 		goto fail;
 	}
+	r = buckets_open(ns, err);
+	if (r < 0)
+		goto fail;
 	free(uri);
 	store->priv = ns;
 	return 0;

@@ -86,7 +86,6 @@ unsigned ns_within(struct ns_store *ns, const char *key, char *first,
 	kvWatcher *w = NULL;
 	kvEntry *e = NULL;
 	unsigned n = 0;
-	int64_t now = ns_wall_ns();
 
 	kvWatchOptions_Init(&o);
 	o.IgnoreDeletes = true;
@@ -98,8 +97,9 @@ unsigned ns_within(struct ns_store *ns, const char *key, char *first,
 		const char *k = strrchr(kvEntry_Key(e), '.') + 1;
 		struct ns_value mv;
 
+		mv.written_ns = kvEntry_Created(e);
 		if (ns_value_parse(kvEntry_Value(e), kvEntry_ValueLen(e), &mv) == 0 &&
-		    mv.expires_ns > now && n++ == 0)
+		    ns_live(ns, &mv) && n++ == 0)
 			ns_unkey(k, first, firstsz);
 		kvEntry_Destroy(e);
 		e = NULL;
@@ -134,7 +134,7 @@ static int show_key(struct ns_store *ns, const char *name, const char *key,
 	if (r <= 0)
 		return r;
 	info->epoch = v.epoch;
-	if (v.expires_ns <= ns_wall_ns())
+	if (!ns_live(ns, &v))
 		return 0;
 	info->state = LEASE_STATE_HELD;
 	if (ns_holder_read(ns, key, &rec) && rec.epoch == v.epoch &&
@@ -157,6 +157,7 @@ int ns_show(struct lease_store *store, const char *name,
 
 	if (ns_key(name, key, sizeof(key)) < 0)
 		return lease_err_set(err, LEASE_E_BADNAME, 0, name, "name too long");
+	ns_clock_fresh(ns_of(store), NULL);
 	return show_key(ns_of(store), name, key, info, err);
 }
 
@@ -165,9 +166,11 @@ int ns_list(struct lease_store *store, lease_list_cb cb, void *userdata,
 {
 	struct ns_store *ns = ns_of(store);
 	kvKeysList keys = { 0 };
-	natsStatus s = kvStore_Keys(&keys, ns->kv, NULL);
+	natsStatus s;
 	int r = 0;
 
+	ns_clock_fresh(ns, NULL);
+	s = kvStore_Keys(&keys, ns->kv, NULL);
 	if (s == NATS_NOT_FOUND)
 		return 0;
 	if (s != NATS_OK)
@@ -199,10 +202,11 @@ int ns_revoke(struct lease_store *store, const char *name, int64_t deadline,
 	(void)deadline;
 	if (ns_key(name, key, sizeof(key)) < 0)
 		return lease_err_set(err, LEASE_E_BADNAME, 0, name, "name too long");
+	ns_clock_fresh(ns, NULL);
 	r = ns_get(ns, ns->kv, key, &v, err);
 	if (r < 0)
 		return r;
-	if (r == 0 || v.expires_ns <= ns_wall_ns())
+	if (r == 0 || !ns_live(ns, &v))
 		return lease_err_not_held(err, name);
 	*epoch = v.epoch;
 	if (!ns_holder_read(ns, key, &rec) || rec.epoch != v.epoch ||
@@ -258,7 +262,7 @@ static int fence_state(struct ns_store *ns, const char *key, uint64_t epoch,
 		*out = LEASE_FENCE_ACKED;
 		return 1;
 	}
-	if (v.expires_ns <= ns_wall_ns()) {
+	if (!ns_live(ns, &v)) {
 		read = ns_holder_read(ns, key, &rec);
 		if (record_of(&rec, read, epoch, v.holder))
 			*out = rec.released ? LEASE_FENCE_ACKED : LEASE_FENCE_EXPIRED;
@@ -268,7 +272,7 @@ static int fence_state(struct ns_store *ns, const char *key, uint64_t epoch,
 		return 1;
 	}
 	*leasefs = record;
-	*ms = (v.expires_ns - ns_wall_ns()) / 1000000;
+	*ms = ns_live_ms(ns, &v);
 	return 0;
 }
 
@@ -295,6 +299,7 @@ int ns_await_fence(struct lease_store *store, const char *name,
 		natsMsg *m = NULL;
 		int64_t look;
 
+		ns_clock_fresh(ns, NULL);
 		r = fence_state(ns, key, epoch, out, &leasefs, &ms, err);
 		if (r != 0 || lease_deadline_passed(deadline))
 			break;
