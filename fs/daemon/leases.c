@@ -188,26 +188,22 @@ static int lock_dirs(struct daemon *d, struct lfs_err *err)
 }
 
 /*
- * With --wait, a busy root is said once ("...; waiting up to N s") before
- * the wait, so that whoever started the mount knows what it waits for.
+ * With --wait, what the mount waits for is said once, when it starts to
+ * wait ("...; waiting up to N s"), so that whoever started it knows.
  */
-static int coord_open_waiting(struct daemon *d, struct coord_config *cfg,
-			      struct lfs_err *err)
+static void coord_waits(void *ud, const struct lease_err *why)
 {
-	int64_t deadline = cfg->acquire_deadline;
-	struct lease_err le = { 0 };
-	int r;
+	struct daemon *d = ud;
 
-	if (d->opts->wait_s > 0) {
-		cfg->acquire_deadline = 0;
-		r = coord_open(cfg, &d->coord, &le);
-		cfg->acquire_deadline = deadline;
-		if (r == 0 || le.kind != LEASE_E_HELD)
-			return lfs_err_from_lease(err, r, &le);
-		fprintf(stderr, "leasefs: %s; waiting up to %.0f s\n", le.msg,
-			d->opts->wait_s);
-	}
-	return lfs_err_from_lease(err, coord_open(cfg, &d->coord, &le), &le);
+	fprintf(stderr, "leasefs: %s; waiting up to %.0f s\n", why->msg,
+		d->opts->wait_s);
+}
+
+/* What after_acquire took (the host lock) goes before the coordinator
+ * gives a failed attempt's leases back. */
+static void undo_after_acquire(void *ud)
+{
+	drop_hostlock(ud);
 }
 
 int open_coord(struct daemon *d, struct lfs_err *err)
@@ -225,6 +221,9 @@ int open_coord(struct daemon *d, struct lfs_err *err)
 		.acquire_deadline = d->acquire_deadline,
 		.after_acquire = after_acquire,
 		.after_acquire_userdata = d,
+		.undo_acquire = undo_after_acquire,
+		.on_wait = o->wait_s > 0 ? coord_waits : NULL,
+		.on_wait_userdata = d,
 		.on_loss = daemon_on_loss,
 		.on_loss_userdata = d,
 		.log = log_line,
@@ -252,7 +251,7 @@ int open_coord(struct daemon *d, struct lfs_err *err)
 	if (r < 0)
 		return r;
 	cfg.store = d->store;
-	r = coord_open_waiting(d, &cfg, err);
+	r = lfs_err_from_lease(err, coord_open(&cfg, &d->coord, &le), &le);
 	if (r < 0)
 		return r;
 	coord_set_release_observer(d->coord, log_release, d);
