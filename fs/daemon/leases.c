@@ -2,7 +2,8 @@
 /*
  * The daemon: its leases. The preflight refusals (a root inside or
  * above one held, the directories the daemon writes besides ROOT), the
- * coordinator with its hook, the host lock on the root.
+ * store and the coordinator with its hook, waited for with --wait, the
+ * host lock on the root.
  * (The whole: daemon.c; shared internals: daemon_int.h.)
  */
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon_int.h"
@@ -187,16 +189,30 @@ static int lock_dirs(struct daemon *d, struct lfs_err *err)
 	return lfs_err_from_lease(err, r, &le);
 }
 
+/* ---- --wait ------------------------------------------------------------ */
+
+/* Pauses between tries of the store or the shared root's check: nothing
+ * tells when a store comes back, so it is tried again, backing off. */
+#define WAIT_RETRY_MIN_MS 100
+#define WAIT_RETRY_MAX_MS 1000
+
 /*
- * With --wait, what the mount waits for is said once, when it starts to
- * wait ("...; waiting up to N s"), so that whoever started it knows.
+ * What the mount waits for is said once, when it starts to wait, whatever
+ * it is (the busy root, the store, a lease lost while opening), so that
+ * whoever started it knows: "...; waiting up to N s".
  */
+static void say_waiting(struct daemon *d, const char *why)
+{
+	if (d->wait_said)
+		return;
+	d->wait_said = true;
+	fprintf(stderr, "leasefs: %s; waiting up to %.0f s\n", why,
+		d->opts->wait_s);
+}
+
 static void coord_waits(void *ud, const struct lease_err *why)
 {
-	struct daemon *d = ud;
-
-	fprintf(stderr, "leasefs: %s; waiting up to %.0f s\n", why->msg,
-		d->opts->wait_s);
+	say_waiting(ud, why->msg);
 }
 
 /* What after_acquire took (the host lock) goes before the coordinator
@@ -206,7 +222,46 @@ static void undo_after_acquire(void *ud)
 	drop_hostlock(ud);
 }
 
-int open_coord(struct daemon *d, struct lfs_err *err)
+/* With --wait and before its deadline, whether a step that failed with
+ * r is tried again: the root busy, the store out of reach or of time.
+ * If so, says so (once) and pauses first. */
+static bool wait_again(struct daemon *d, int r, const char *why, int *pause_ms)
+{
+	int64_t until = lease_deadline_ms(*pause_ms);
+	struct timespec ts;
+
+	if ((r != -EBUSY && r != -EHOSTUNREACH && r != -ETIMEDOUT) ||
+	    d->opts->wait_s <= 0 || lease_deadline_passed(d->acquire_deadline))
+		return false;
+	say_waiting(d, why);
+	if (until > d->acquire_deadline)
+		until = d->acquire_deadline;
+	ts.tv_sec = until / 1000000000LL;
+	ts.tv_nsec = until % 1000000000LL;
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+	*pause_ms = *pause_ms * 2 > WAIT_RETRY_MAX_MS ? WAIT_RETRY_MAX_MS
+						       : *pause_ms * 2;
+	return true;
+}
+
+/* `step`, tried again while wait_again() says so. */
+static int with_wait(struct daemon *d,
+		     int (*step)(struct daemon *, struct lfs_err *),
+		     struct lfs_err *err)
+{
+	int pause_ms = WAIT_RETRY_MIN_MS;
+	int r;
+
+	while ((r = step(d, err)) < 0 && wait_again(d, r, err->msg, &pause_ms))
+		;
+	return r;
+}
+
+/* ---- the store and the coordinator -------------------------------------- */
+
+/* The store --leases names (its failure names it). */
+static int open_store(struct daemon *d, struct lfs_err *err)
 {
 	struct mount_opts *o = d->opts;
 	struct lease_store_opts so = {
@@ -214,7 +269,17 @@ int open_coord(struct daemon *d, struct lfs_err *err)
 		.ca_file = getenv("LEASEFS_ETCD_CA"),
 		.cert_file = getenv("LEASEFS_ETCD_CERT"),
 		.key_file = getenv("LEASEFS_ETCD_KEY"),
+		.holder = d->holder,
 	};
+	struct lease_err le = { 0 };
+
+	return lfs_err_from_lease(err, lease_store_open(o->leases, &so,
+							&d->store, &le), &le);
+}
+
+int open_coord(struct daemon *d, struct lfs_err *err)
+{
+	struct mount_opts *o = d->opts;
 	struct coord_config cfg = {
 		.placement = o->placement,
 		.root = o->canon_root,
@@ -242,12 +307,10 @@ int open_coord(struct daemon *d, struct lfs_err *err)
 		 o->canon_root,
 		 d->session_id);
 	cfg.session_id = d->session_id;
-	so.holder = d->holder;
 	lease_uri_redact(o->leases, d->leases_shown, sizeof(d->leases_shown));
-	r = lease_store_open(o->leases, &so, &d->store, &le);
-	if (r < 0)
-		return lfs_err_from_lease(err, r, &le);
-	r = share_root(d, err);
+	r = with_wait(d, open_store, err);
+	if (r == 0)
+		r = with_wait(d, share_root, err);
 	if (r < 0)
 		return r;
 	cfg.store = d->store;
