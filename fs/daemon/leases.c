@@ -215,11 +215,15 @@ static void coord_waits(void *ud, const struct lease_err *why)
 	say_waiting(ud, why->msg);
 }
 
-/* What after_acquire took (the host lock) goes before the coordinator
- * gives a failed attempt's leases back. */
+/* What after_acquire took (exclusive placement: the host lock) goes
+ * before the coordinator gives a failed attempt's leases back.  Shared
+ * and session placements took theirs before (share_root) and keep it. */
 static void undo_after_acquire(void *ud)
 {
-	drop_hostlock(ud);
+	struct daemon *d = ud;
+
+	if (placement_get(d->opts->placement)->root_lease)
+		drop_hostlock(d);
 }
 
 /* With --wait and before its deadline, whether a step that failed with
