@@ -9,7 +9,9 @@
  * release clears the entry only if it still carries the releasing lease's
  * epoch.
  * lease_mem_force_loss() simulates expiry (frees the name) and takeover
- * (a phantom holder gets epoch+1).
+ * (a phantom holder gets epoch+1); lease_mem_fail_next() a store out of
+ * reach; lease_mem_on_grant() and lease_mem_await_waiters() let a test
+ * act at a given point of an acquisition.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -29,14 +31,23 @@ struct mem_entry {
 	struct lease *holder;    /* live holder object; NULL if none or phantom */
 	pid_t holder_pid;        /* 0 for a phantom holder */
 	struct lease *fencing;   /* revoked holder that has not released yet */
+	int waiters;             /* acquirers in await_change for it */
 };
 
 struct mem_store {
-	/* lock protects entries and every field of every entry; released
-	 * is broadcast whenever a holder lets go (release, forced loss). */
+	/* lock protects entries and every field of every entry, and the
+	 * test hooks below; released is broadcast whenever a holder lets go
+	 * (release, forced loss), waiting whenever an acquirer starts to
+	 * wait. */
 	pthread_mutex_t lock;
 	pthread_cond_t released;
+	pthread_cond_t waiting;
 	struct mem_entry *entries;
+	char fail_name[LEASE_NAME_MAX + 1]; /* lease_mem_fail_next() */
+	enum lease_errkind fail_kind;
+	int fail_left;
+	lease_mem_grant_fn on_grant;        /* lease_mem_on_grant() */
+	void *on_grant_ud;
 };
 
 static struct mem_store *mem_of(const struct lease_store *store)
@@ -89,6 +100,7 @@ static int mem_open(struct lease_store *store, const char *rest,
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&ms->released, &ca);
+	pthread_cond_init(&ms->waiting, &ca);
 	pthread_condattr_destroy(&ca);
 	store->priv = ms;
 	return 0;
@@ -108,6 +120,7 @@ static void mem_close(struct lease_store *store)
 	}
 	pthread_mutex_destroy(&ms->lock);
 	pthread_cond_destroy(&ms->released);
+	pthread_cond_destroy(&ms->waiting);
 	free(ms);
 	store->priv = NULL;
 }
@@ -175,6 +188,18 @@ static int grant_refused(struct mem_store *ms, const char *name,
 	return r;
 }
 
+/* Caller holds ms->lock: a failure lease_mem_fail_next() asked for. */
+static int injected_failure(struct mem_store *ms, const char *name,
+			    struct lease_err *err)
+{
+	if (ms->fail_left == 0 || strcmp(ms->fail_name, name) != 0)
+		return 0;
+	ms->fail_left--;
+	return lease_err_set(err, ms->fail_kind, -EIO, name, "mem: injected "
+			     "%s for '%s'", lease_errkind_str(ms->fail_kind),
+			     name);
+}
+
 static int mem_try_acquire(struct lease_store *store, const char *name,
 			   const struct lease_scopes *sc, int64_t deadline,
 			   struct lease **out, struct lease_err *err)
@@ -182,10 +207,15 @@ static int mem_try_acquire(struct lease_store *store, const char *name,
 	struct mem_store *ms = mem_of(store);
 	struct mem_entry *e;
 	struct lease *l = NULL;
+	lease_mem_grant_fn on_grant;
+	void *on_grant_ud;
 	int r = 0;
 
 	(void)deadline;
 	pthread_mutex_lock(&ms->lock);
+	r = injected_failure(ms, name, err);
+	if (r < 0)
+		goto out_unlock;
 	e = entry_get(ms, name);
 	if (!e) {
 		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
@@ -206,7 +236,11 @@ static int mem_try_acquire(struct lease_store *store, const char *name,
 	e->holder_pid = getpid();
 	*out = l;
 out_unlock:
+	on_grant = r == 0 ? ms->on_grant : NULL;
+	on_grant_ud = ms->on_grant_ud;
 	pthread_mutex_unlock(&ms->lock);
+	if (on_grant)
+		on_grant(on_grant_ud, store, name);
 	return r;
 }
 
@@ -363,9 +397,16 @@ static void mem_await_change(struct lease_store *store, const char *name,
 	struct mem_store *ms = mem_of(store);
 	struct timespec ts = { deadline / 1000000000LL, deadline % 1000000000LL };
 
+	struct mem_entry *e;
+
 	pthread_mutex_lock(&ms->lock);
-	if (grant_refused(ms, name, sc, NULL) < 0)
+	e = entry_get(ms, name);
+	if (e && grant_refused(ms, name, sc, NULL) < 0) {
+		e->waiters++;
+		pthread_cond_broadcast(&ms->waiting);
 		pthread_cond_timedwait(&ms->released, &ms->lock, &ts);
+		e->waiters--;
+	}
 	pthread_mutex_unlock(&ms->lock);
 }
 
@@ -414,6 +455,59 @@ int lease_mem_force_loss(struct lease_store *store, const char *name,
 out_unlock:
 	pthread_mutex_unlock(&ms->lock);
 	return r;
+}
+
+/* The store of a "mem:" lease, or NULL for another backend's. */
+static struct mem_store *mem_store_checked(struct lease_store *store)
+{
+	return store && store->be == &lease_backend_mem ? mem_of(store) : NULL;
+}
+
+int lease_mem_fail_next(struct lease_store *store, const char *name,
+			enum lease_errkind kind, int n)
+{
+	struct mem_store *ms = mem_store_checked(store);
+
+	if (!ms || !name || n < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&ms->lock);
+	snprintf(ms->fail_name, sizeof(ms->fail_name), "%s", name);
+	ms->fail_kind = kind;
+	ms->fail_left = n;
+	pthread_mutex_unlock(&ms->lock);
+	return 0;
+}
+
+int lease_mem_await_waiters(struct lease_store *store, const char *name,
+			    int n, int64_t deadline)
+{
+	struct mem_store *ms = mem_store_checked(store);
+	struct timespec ts = { deadline / 1000000000LL, deadline % 1000000000LL };
+	struct mem_entry *e;
+	bool there;
+
+	if (!ms || !name)
+		return -EINVAL;
+	pthread_mutex_lock(&ms->lock);
+	while (!(there = (e = entry_find(ms, name)) != NULL && e->waiters >= n) &&
+	       pthread_cond_timedwait(&ms->waiting, &ms->lock, &ts) == 0)
+		;
+	there = (e = entry_find(ms, name)) != NULL && e->waiters >= n;
+	pthread_mutex_unlock(&ms->lock);
+	return there ? 0 : -ETIMEDOUT;
+}
+
+void lease_mem_on_grant(struct lease_store *store, lease_mem_grant_fn fn,
+			void *ud)
+{
+	struct mem_store *ms = mem_store_checked(store);
+
+	if (!ms)
+		return;
+	pthread_mutex_lock(&ms->lock);
+	ms->on_grant = fn;
+	ms->on_grant_ud = ud;
+	pthread_mutex_unlock(&ms->lock);
 }
 
 const struct lease_backend lease_backend_mem = {

@@ -17,4 +17,22 @@ extern const struct lease_backend lease_backend_mem;
 int lease_mem_force_loss(struct lease_store *store, const char *name,
 			 enum lease_loss why);
 
+/* The next `n` tries to acquire `name` fail with `kind` (e.g.
+ * LEASE_E_UNREACHABLE: a store out of reach), before anything is looked
+ * at.  One name at a time; n = 0 clears it. */
+int lease_mem_fail_next(struct lease_store *store, const char *name,
+			enum lease_errkind kind, int n);
+
+/* Block until at least `n` acquirers wait for `name` to be let go (in
+ * the acquire retry), or `deadline`: 0, or -ETIMEDOUT. */
+int lease_mem_await_waiters(struct lease_store *store, const char *name,
+			    int n, int64_t deadline);
+
+/* `fn` is called after every grant, from the granting thread, outside
+ * the store's lock (it may force a loss); NULL clears it. */
+typedef void (*lease_mem_grant_fn)(void *ud, struct lease_store *store,
+				   const char *name);
+void lease_mem_on_grant(struct lease_store *store, lease_mem_grant_fn fn,
+			void *ud);
+
 #endif

@@ -403,8 +403,8 @@ static void test_healthy_latches_on_takeover(void **state)
 /*
  * A revoked coordinator acknowledges only once its admitted mutations have
  * drained: before that the store keeps the successor out; after it the
- * successor gets the root at once, and shutdown releases the root no
- * second time.
+ * successor gets the root at once, the session lease goes with it (the
+ * loss is for good), and shutdown releases neither a second time.
  */
 static void test_fence_after_drain(void **state)
 {
@@ -423,13 +423,13 @@ static void test_fence_after_drain(void **state)
 			 -EBUSY);
 	coord_exit(c);
 	assert_int_equal(coord_fence(c, 0), 0);
-	assert_int_equal(fx_rel_count(f), 1);
+	assert_int_equal(fx_rel_count(f), 2);
 	assert_string_equal(f->rel_names[0], f->root_name);
+	assert_string_equal(f->rel_names[1], "sessions/" SESSION_UUID);
 	assert_int_equal(lease_acquire(f->store, f->root_name, 0, &succ, &err), 0);
 	assert_int_equal(coord_fence(c, 0), 0);
 	assert_int_equal(coord_shutdown(c, 1000), 0);
 	assert_int_equal(fx_rel_count(f), 2);
-	assert_string_equal(f->rel_names[1], "sessions/" SESSION_UUID);
 	assert_false(lease_is_lost(succ));
 	lease_free(succ);
 	coord_free(c);
@@ -495,6 +495,13 @@ int main(void)
 		T(test_shared_placement),
 		T(test_lease_dir_inside_root_refused),
 		T(test_lease_dir_sibling_prefix_accepted),
+		T(test_session_lost_while_waiting_retries),
+		T(test_session_revoked_while_waiting_fails),
+		T(test_root_lost_after_grant),
+		T(test_lost_during_hook),
+		T(test_store_unreachable_retries),
+		T(test_busy_said_once),
+		T(test_fence_releases_root_after_session_loss),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The coordinator's suite: test_coord.c (the fixture, open, loss, main)
- * and test_coord_end.c (shutdown, placements) share this. */
+/* The coordinator's suite: test_coord.c (the fixture, open, loss, main),
+ * test_coord_end.c (shutdown, placements) and test_coord_wait.c (losses
+ * and store failures while opening, the fence after a partial loss)
+ * share this. */
 #ifndef LEASEFS_TEST_COORD_H
 #define LEASEFS_TEST_COORD_H
 
@@ -68,5 +70,14 @@ void test_session_placement_not_a_dir(void **state);
 void test_shared_placement(void **state);
 void test_lease_dir_inside_root_refused(void **state);
 void test_lease_dir_sibling_prefix_accepted(void **state);
+
+/* test_coord_wait.c */
+void test_session_lost_while_waiting_retries(void **state);
+void test_session_revoked_while_waiting_fails(void **state);
+void test_root_lost_after_grant(void **state);
+void test_lost_during_hook(void **state);
+void test_store_unreachable_retries(void **state);
+void test_busy_said_once(void **state);
+void test_fence_releases_root_after_session_loss(void **state);
 
 #endif

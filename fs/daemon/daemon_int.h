@@ -60,6 +60,7 @@ struct daemon {
 	struct transport *transport;
 	struct control *ctl;
 	int64_t acquire_deadline; /* --wait, absolute; bounds the host lock too */
+	bool wait_said;          /* --wait: what it waits for was said */
 	/* The host lock on the root: the event thread frees it once the loss
 	 * is acknowledged, the teardown after joining it. */
 	struct hostlock *root_lock;

@@ -2,7 +2,8 @@
 /*
  * The daemon: its leases. The preflight refusals (a root inside or
  * above one held, the directories the daemon writes besides ROOT), the
- * coordinator with its hook, the host lock on the root.
+ * store and the coordinator with its hook, waited for with --wait, the
+ * host lock on the root.
  * (The whole: daemon.c; shared internals: daemon_int.h.)
  */
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon_int.h"
@@ -187,40 +189,89 @@ static int lock_dirs(struct daemon *d, struct lfs_err *err)
 	return lfs_err_from_lease(err, r, &le);
 }
 
-/* Waiting for a busy root, for the service manager, whose start timeout
- * the wait extends (with room for the rest of the start). */
-static void say_waiting(double wait_s, const char *why)
+/* ---- --wait ------------------------------------------------------------ */
+
+/* Pauses between tries of the store or the shared root's check: nothing
+ * tells when a store comes back, so it is tried again, backing off. */
+#define WAIT_RETRY_MIN_MS 100
+#define WAIT_RETRY_MAX_MS 1000
+
+/*
+ * What the mount waits for is said once, when it starts to wait, whatever
+ * it is (the busy root, the store, a lease lost while opening), so that
+ * whoever started it knows: "...; waiting up to N s".  The service
+ * manager's start timeout is extended by the wait (with room for the rest
+ * of the start).
+ */
+static void say_waiting(struct daemon *d, const char *why)
 {
 	char fixed[64];
 
-	snprintf(fixed, sizeof(fixed), "EXTEND_TIMEOUT_USEC=%llu\n", (unsigned long long)((wait_s + 30) * 1e6));
-	notify_status(fixed, "waiting up to %.0f s: %s", wait_s, why);
+	if (d->wait_said)
+		return;
+	d->wait_said = true;
+	log_notice("%s; waiting up to %.0f s", why, d->opts->wait_s);
+	snprintf(fixed, sizeof(fixed), "EXTEND_TIMEOUT_USEC=%llu\n",
+		 (unsigned long long)((d->opts->wait_s + 30) * 1e6));
+	notify_status(fixed, "waiting up to %.0f s: %s", d->opts->wait_s, why);
 }
 
-/*
- * With --wait, a busy root is said once ("...; waiting up to N s") before
- * the wait, so that whoever started the mount knows what it waits for.
- */
-static int coord_open_waiting(struct daemon *d, struct coord_config *cfg,
-			      struct lfs_err *err)
+static void coord_waits(void *ud, const struct lease_err *why)
 {
-	int64_t deadline = cfg->acquire_deadline;
-	struct lease_err le = { 0 };
+	say_waiting(ud, why->msg);
+}
+
+/* What after_acquire took (exclusive placement: the host lock) goes
+ * before the coordinator gives a failed attempt's leases back.  Shared
+ * and session placements took theirs before (share_root) and keep it. */
+static void undo_after_acquire(void *ud)
+{
+	struct daemon *d = ud;
+
+	if (placement_get(d->opts->placement)->root_lease)
+		drop_hostlock(d);
+}
+
+/* With --wait and before its deadline, whether a step that failed with
+ * r is tried again: the root busy, the store out of reach or of time.
+ * If so, says so (once) and pauses first. */
+static bool wait_again(struct daemon *d, int r, const char *why, int *pause_ms)
+{
+	int64_t until = lease_deadline_ms(*pause_ms);
+	struct timespec ts;
+
+	if ((r != -EBUSY && r != -EHOSTUNREACH && r != -ETIMEDOUT) ||
+	    d->opts->wait_s <= 0 || lease_deadline_passed(d->acquire_deadline))
+		return false;
+	say_waiting(d, why);
+	if (until > d->acquire_deadline)
+		until = d->acquire_deadline;
+	ts.tv_sec = until / 1000000000LL;
+	ts.tv_nsec = until % 1000000000LL;
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+	*pause_ms = *pause_ms * 2 > WAIT_RETRY_MAX_MS ? WAIT_RETRY_MAX_MS
+						       : *pause_ms * 2;
+	return true;
+}
+
+/* `step`, tried again while wait_again() says so. */
+static int with_wait(struct daemon *d,
+		     int (*step)(struct daemon *, struct lfs_err *),
+		     struct lfs_err *err)
+{
+	int pause_ms = WAIT_RETRY_MIN_MS;
 	int r;
 
-	if (d->opts->wait_s > 0) {
-		cfg->acquire_deadline = 0;
-		r = coord_open(cfg, &d->coord, &le);
-		cfg->acquire_deadline = deadline;
-		if (r == 0 || le.kind != LEASE_E_HELD)
-			return lfs_err_from_lease(err, r, &le);
-		log_notice("%s; waiting up to %.0f s", le.msg, d->opts->wait_s);
-		say_waiting(d->opts->wait_s, le.msg);
-	}
-	return lfs_err_from_lease(err, coord_open(cfg, &d->coord, &le), &le);
+	while ((r = step(d, err)) < 0 && wait_again(d, r, err->msg, &pause_ms))
+		;
+	return r;
 }
 
-int open_coord(struct daemon *d, struct lfs_err *err)
+/* ---- the store and the coordinator -------------------------------------- */
+
+/* The store --leases names (its failure names it). */
+static int open_store(struct daemon *d, struct lfs_err *err)
 {
 	struct mount_opts *o = d->opts;
 	struct lease_store_opts so = {
@@ -228,13 +279,26 @@ int open_coord(struct daemon *d, struct lfs_err *err)
 		.ca_file = getenv("LEASEFS_ETCD_CA"),
 		.cert_file = getenv("LEASEFS_ETCD_CERT"),
 		.key_file = getenv("LEASEFS_ETCD_KEY"),
+		.holder = d->holder,
 	};
+	struct lease_err le = { 0 };
+
+	return lfs_err_from_lease(err, lease_store_open(o->leases, &so,
+							&d->store, &le), &le);
+}
+
+int open_coord(struct daemon *d, struct lfs_err *err)
+{
+	struct mount_opts *o = d->opts;
 	struct coord_config cfg = {
 		.placement = o->placement,
 		.root = o->canon_root,
 		.acquire_deadline = d->acquire_deadline,
 		.after_acquire = after_acquire,
 		.after_acquire_userdata = d,
+		.undo_acquire = undo_after_acquire,
+		.on_wait = o->wait_s > 0 ? coord_waits : NULL,
+		.on_wait_userdata = d,
 		.on_loss = daemon_on_loss,
 		.on_loss_userdata = d,
 		.log = log_line,
@@ -253,16 +317,14 @@ int open_coord(struct daemon *d, struct lfs_err *err)
 		 o->canon_root,
 		 d->session_id);
 	cfg.session_id = d->session_id;
-	so.holder = d->holder;
 	lease_uri_redact(o->leases, d->leases_shown, sizeof(d->leases_shown));
-	r = lease_store_open(o->leases, &so, &d->store, &le);
-	if (r < 0)
-		return lfs_err_from_lease(err, r, &le);
-	r = share_root(d, err);
+	r = with_wait(d, open_store, err);
+	if (r == 0)
+		r = with_wait(d, share_root, err);
 	if (r < 0)
 		return r;
 	cfg.store = d->store;
-	r = coord_open_waiting(d, &cfg, err);
+	r = lfs_err_from_lease(err, coord_open(&cfg, &d->coord, &le), &le);
 	if (r < 0)
 		return r;
 	coord_set_release_observer(d->coord, log_release, d);

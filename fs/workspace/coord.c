@@ -59,8 +59,8 @@ static void state_changed(struct coord *c)
 
 /*
  * Latch loss: HELD -> LOST with `why`, then tell the owner.  Does nothing
- * once loss latched or shutdown began, so on_loss runs at most once and
- * never for an orderly shutdown.
+ * once loss latched or shutdown began (or while opening), so on_loss runs
+ * at most once and never for an orderly shutdown.
  */
 static void latch_lost(struct coord *c, enum lease_loss why)
 {
@@ -76,19 +76,32 @@ static void latch_lost(struct coord *c, enum lease_loss why)
 		c->on_loss(c->on_loss_userdata, why);
 }
 
+/* While opening, a loss is noted in the word (the attempt then fails):
+ * true if the coordinator is still opening. */
+static bool note_while_opening(struct coord *c, enum lease_loss why)
+{
+	unsigned w = WORD(COORD_OPENING, LEASE_LOSS_NONE);
+
+	if (atomic_compare_exchange_strong(&c->word, &w, WORD(COORD_OPENING, why)))
+		return true;
+	return WORD_STATE(w) == COORD_OPENING;
+}
+
 void coord_on_lease_loss(struct lease *lease, enum lease_loss why,
 			 void *userdata)
 {
 	struct coord *c = userdata;
 
 	(void)lease;
+	if (why == LEASE_LOSS_RELEASED || note_while_opening(c, why))
+		return;
 	if (c->pl->fenced) {
 		latch_lost(c, why);
 		return;
 	}
 	/* An unfenced placement is gated by no lease: admission stays open, but
 	 * the owner still has to acknowledge the loss (coord_fence). */
-	if (why != LEASE_LOSS_RELEASED && c->on_loss)
+	if (c->on_loss)
 		c->on_loss(c->on_loss_userdata, why);
 }
 
@@ -113,15 +126,10 @@ static int state_errno(enum coord_state st)
 	case COORD_SHUTTING_DOWN:
 	case COORD_CLOSED: return -ESHUTDOWN;
 	}
-	return -ENOLINK;
+	return -ENOLINK; /* COORD_OPENING: never handed out */
 }
 
-/*
- * Check one gating lease: lost already (the callback may not have run
- * yet), or its safe-until passed.  `now` is read at most once per call of
- * coord_healthy(), lazily.
- */
-static enum lease_loss lease_gone(const struct lease *l, int64_t *now)
+enum lease_loss coord_lease_gone(const struct lease *l, int64_t *now)
 {
 	int64_t until;
 
@@ -147,9 +155,9 @@ int coord_healthy(struct coord *c)
 		return state_errno(WORD_STATE(w));
 	if (!c->pl->fenced)
 		return 0;
-	why = lease_gone(c->root_lease, &now);
+	why = coord_lease_gone(c->root_lease, &now);
 	if (why == LEASE_LOSS_NONE)
-		why = lease_gone(c->session_lease, &now);
+		why = coord_lease_gone(c->session_lease, &now);
 	if (why == LEASE_LOSS_NONE || why == LEASE_LOSS_RELEASED)
 		return 0;
 	latch_lost(c, why);
@@ -282,7 +290,7 @@ static bool lease_lost_now(const struct lease *l)
 {
 	int64_t now = 0;
 
-	return l && lease_gone(l, &now) != LEASE_LOSS_NONE;
+	return l && coord_lease_gone(l, &now) != LEASE_LOSS_NONE;
 }
 
 /* Mutations admitted before a loss are still in flight: keep the lost
@@ -295,20 +303,31 @@ static void hold_lost(struct coord *c)
 		lease_hold_fenced(c->session_lease);
 }
 
-int coord_fence(struct coord *c, int64_t drain_timeout_ms)
+/* Shared placement: nothing is gated on its lease, so the lost one goes
+ * at once, and only that (it is its only one). */
+static void fence_unfenced(struct coord *c)
 {
-	if (c->pl->fenced) {
-		if (WORD_STATE(atomic_load(&c->word)) != COORD_LOST)
-			return -EINVAL;
-		if (wait_drained(c, drain_timeout_ms) < 0) {
-			hold_lost(c);
-			return -ETIMEDOUT;
-		}
-	}
 	if (lease_lost_now(c->root_lease))
 		release_once(c, c->root_lease, &c->root_released);
 	if (lease_lost_now(c->session_lease))
 		release_once(c, c->session_lease, &c->session_released);
+}
+
+int coord_fence(struct coord *c, int64_t drain_timeout_ms)
+{
+	if (!c->pl->fenced) {
+		fence_unfenced(c);
+		return 0;
+	}
+	if (WORD_STATE(atomic_load(&c->word)) != COORD_LOST)
+		return -EINVAL;
+	if (wait_drained(c, drain_timeout_ms) < 0) {
+		hold_lost(c);
+		return -ETIMEDOUT;
+	}
+	/* Drained, and lost for good: both go, in the shutdown's order. */
+	release_once(c, c->root_lease, &c->root_released);
+	release_once(c, c->session_lease, &c->session_released);
 	return 0;
 }
 

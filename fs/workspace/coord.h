@@ -8,9 +8,13 @@
  * Ordering contract (from the workspace-lease design):
  *  - open: session lease first, then (exclusive placement) the root lease;
  *    a failed root acquisition releases the session lease and leaves
- *    nothing behind.
+ *    nothing behind.  A lease lost before open returns fails the attempt
+ *    the same way: a coordinator is never handed out lost.
  *  - loss of either lease latches LOST: admission closes, healthy() fails
- *    from then on, and never recovers.
+ *    from then on, and never recovers.  Once the admitted mutations have
+ *    drained (coord_fence), every lease goes, the one not lost too: a
+ *    latched loss never recovers, so the survivor could only keep
+ *    successors out (fs/workspace/README.md).
  *  - shutdown: close admission, drain in-flight mutations, release the
  *    root lease exactly once, then the session lease, each with a fresh
  *    bounded deadline; never release while a mutation is in flight.
@@ -44,14 +48,30 @@ struct coord_config {
 	const char *root;
 	const char *session_id;  /* lowercase UUID; NULL = random */
 	struct lease_store *store; /* borrowed; must outlive the coordinator */
-	int64_t acquire_deadline; /* absolute; 0 = one try (fail at once if busy) */
+	/* Absolute; 0 = one try.  Until it passes, open waits for a busy
+	 * root and tries again after an attempt that failed for a reason
+	 * that may pass: the store out of reach or out of time
+	 * (LEASE_E_UNREACHABLE, LEASE_E_TIMEOUT) or a lease lost during the
+	 * attempt (LEASE_E_LOST), unless by a revoke.  Every failed attempt
+	 * gives back all it took before the next begins. */
+	int64_t acquire_deadline;
 	int64_t release_timeout_ms; /* per-release deadline; 0 = 5000 */
 	/* Optional hook run after the root lease is held and before open
 	 * returns (e.g. host-scoped identity lock).  Non-zero fails open with
-	 * the session lease and root lease released. */
+	 * the session lease and root lease released.  It may run once per
+	 * attempt. */
 	int (*after_acquire)(void *userdata, const char *canonical_root,
 			     struct lease_err *err);
 	void *after_acquire_userdata;
+	/* Optional: undo what after_acquire took, when an attempt it
+	 * succeeded in fails after all (a lease lost meanwhile).  Called
+	 * before the leases are given back. */
+	void (*undo_acquire)(void *userdata);
+	/* Optional: called at most once per open, from the opening thread,
+	 * when it is about to wait (acquire_deadline not yet passed), with
+	 * what it waits for: the busy root, the store, a lost lease. */
+	void (*on_wait)(void *userdata, const struct lease_err *why);
+	void *on_wait_userdata;
 	/* Optional: what the coordinator has to say (a drain that timed
 	 * out, a release that failed); the library itself never writes to
 	 * stderr.  Called from the thread that noticed. */
@@ -69,6 +89,11 @@ struct coord;
  * Open a session.  Busy root: LEASE_E_HELD with err->holder_epoch and
  * err->name = canonical root.  A lease directory equal to or inside the
  * workspace root is refused with LEASE_E_USAGE before any lease is taken.
+ * A lease lost (or past its safe-until) before open would return:
+ * LEASE_E_LOST naming it, everything taken given back; with a deadline
+ * not yet passed, another attempt instead (see acquire_deadline).  On
+ * success the coordinator is HELD and was healthy at the moment it
+ * became so; a loss after that moment is an ordinary loss.
  */
 int coord_open(const struct coord_config *cfg, struct coord **out,
 	       struct lease_err *err);
@@ -100,14 +125,17 @@ void coord_exit(struct coord *c);
 int coord_shutdown(struct coord *c, int64_t drain_timeout_ms);
 /*
  * After loss: wait at most `drain_timeout_ms` for the admitted mutations
- * to finish, then release every lost lease (shared placement: at once,
- * nothing is gated on them).  That release is the fence
- * acknowledgement a store waits for before it grants the name to anyone
- * else, so it must come only after nothing of ours can still write.
- * 0 once done (repeats are no-ops), -ETIMEDOUT while mutations are still
- * in flight (call again; meanwhile the lost leases are held fenced,
- * lease_hold_fenced()), -EINVAL while not lost.  Shutdown later releases
- * only what is left, so each lease is still released exactly once.
+ * to finish, then release every lease, root first, the one not lost too
+ * (fenced placements: the loss is latched for good, so the survivor
+ * gates nothing any more and would only keep successors out).  Shared
+ * placement: the lost leases, at once (nothing is gated on them).  That
+ * release is the fence acknowledgement a store waits for before it
+ * grants the name to anyone else, so it must come only after nothing of
+ * ours can still write.  0 once done (repeats are no-ops), -ETIMEDOUT
+ * while mutations are still in flight (call again; meanwhile the lost
+ * leases are held fenced, lease_hold_fenced(), and the survivor stays
+ * held), -EINVAL while not lost.  Shutdown later releases only what is
+ * left, so each lease is still released exactly once.
  */
 int coord_fence(struct coord *c, int64_t drain_timeout_ms);
 

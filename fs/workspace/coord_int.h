@@ -16,6 +16,9 @@
  * one compare-and-swap.
  */
 #define WORD(st, why) ((unsigned)(st) | ((unsigned)(why) << 8))
+/* The state inside coord_open(), before the coordinator is handed out:
+ * no caller ever reads it, so it is not one of enum coord_state's. */
+#define COORD_OPENING ((enum coord_state)0xff)
 #define WORD_STATE(w) ((enum coord_state)((w) & 0xffu))
 #define WORD_LOSS(w) ((enum lease_loss)((w) >> 8))
 
@@ -37,7 +40,8 @@ struct coord {
 	void (*log)(void *userdata, const char *msg);
 	void *log_userdata;
 	char root[PATH_MAX];
-	bool made_session_dir;       /* its own directory was made by it */
+	bool made_session_dir;       /* its own directory was made by it
+				      * (by any attempt of coord_open) */
 	char session_id[37];
 	char root_name[LEASE_NAME_MAX + 1];
 	char session_name[LEASE_NAME_MAX + 1];
@@ -75,7 +79,12 @@ struct coord {
 
 
 /* coord.c */
-/* The lease callback: latch the loss (fenced placements) or pass it on. */
+/* Why lease `l` is gone: lost (the callback may not have run yet), or
+ * its safe-until passed (EXPIRED); LEASE_LOSS_NONE for NULL or a live
+ * one.  `now` (0: not yet read) is read at most once, lazily. */
+enum lease_loss coord_lease_gone(const struct lease *l, int64_t *now);
+/* The lease callback: latch the loss (fenced placements) or pass it on;
+ * while opening, only note it in the word. */
 void coord_on_lease_loss(struct lease *lease, enum lease_loss why,
 			 void *userdata);
 /* Release one lease, bounded by the release timeout; failures are said. */

@@ -3,7 +3,9 @@
  * Workspace coordinator: opening it.  The session id and lease names, the
  * root lease's scopes, the leases in order (session, then root within its
  * scopes), the placement's own directory and the after-acquire hook; a
- * failure at any step gives back what was taken (contract: coord.h).
+ * failure at any step, a lease lost before the end included, gives back
+ * what was taken; attempts until the deadline (contract: coord.h; why:
+ * README.md).
  */
 #include <sys/stat.h>
 #include <errno.h>
@@ -272,38 +274,193 @@ static int run_hook(const struct coord *c, const struct coord_config *cfg,
 	return r;
 }
 
-/* Leases in order, then the placement directory and the hook. */
-static int take_leases(struct coord *c, const struct coord_config *cfg,
+/* ---- one attempt ----------------------------------------------------- */
+
+/*
+ * 0 while every lease taken so far is still held: not lost (its callback
+ * may not have run yet) and not past its safe-until.  Else LEASE_E_LOST
+ * naming the first one gone and what the attempt was doing (`during`),
+ * and *why says how it went.
+ */
+static int still_held(struct coord *c, const char *during,
+		      enum lease_loss *why, struct lease_err *err)
+{
+	struct lease *const taken[] = { c->session_lease, c->root_lease };
+	int64_t now = 0;
+
+	for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++) {
+		enum lease_loss w = coord_lease_gone(taken[i], &now);
+
+		if (w == LEASE_LOSS_NONE)
+			continue;
+		*why = w;
+		return lease_err_set(err, LEASE_E_LOST, 0, c->root,
+				     "coordinator: the %s lease %s was lost "
+				     "(%s) %s; every lease taken is given back",
+				     i == 0 ? "session" : "root",
+				     lease_name(taken[i]), lease_loss_str(w),
+				     during);
+	}
+	return 0;
+}
+
+/* The moment the coordinator becomes HELD: only if no loss was noted
+ * (coord_on_lease_loss) up to it.  A loss after it is an ordinary one. */
+static int become_held(struct coord *c, enum lease_loss *why,
 		       struct lease_err *err)
 {
+	unsigned w = WORD(COORD_OPENING, LEASE_LOSS_NONE);
+	int r = still_held(c, "as the session opened", why, err);
+
+	if (r < 0 || atomic_compare_exchange_strong(&c->word, &w,
+				WORD(COORD_HELD, LEASE_LOSS_NONE)))
+		return r;
+	/* Noted by a callback: the lease itself says which one. */
+	r = still_held(c, "as the session opened", why, err);
+	if (r < 0)
+		return r;
+	*why = WORD_LOSS(w);
+	return lease_err_set(err, LEASE_E_LOST, 0, c->root, "coordinator: a "
+			     "lease of %s was lost (%s) as the session opened; "
+			     "every lease taken is given back", c->root,
+			     lease_loss_str(*why));
+}
+
+/* The root lease, its loss noted from now on; and the session lease
+ * still held after the wait for it. */
+static int take_root_checked(struct coord *c, int64_t deadline,
+			     enum lease_loss *why, struct lease_err *err)
+{
+	int r = take_root(c, deadline, err);
+
+	if (r < 0)
+		return r;
+	lease_set_loss_cb(c->root_lease, coord_on_lease_loss, c);
+	return still_held(c, "while the root lease was awaited", why, err);
+}
+
+static int make_own_dir(struct coord *c, struct lease_err *err)
+{
+	bool made = false;
+	int r = placement_make_dir(c->root, &made, err);
+
+	c->made_session_dir = c->made_session_dir || made;
+	return r;
+}
+
+/*
+ * One attempt, `deadline` bounding each acquisition: leases in order,
+ * each one's loss noted from its grant on, then the placement directory
+ * and the hook; a lease lost before the end fails it.  A failed attempt
+ * gives back all it took (the hook's through undo_acquire), and *why
+ * says how a lease was lost, if one was.
+ */
+static int attempt(struct coord *c, const struct coord_config *cfg,
+		   int64_t deadline, enum lease_loss *why,
+		   struct lease_err *err)
+{
+	bool hooked = false;
 	int r;
 
-	r = lease_acquire(c->store, c->session_name, cfg->acquire_deadline,
+	atomic_store(&c->word, WORD(COORD_OPENING, LEASE_LOSS_NONE));
+	r = lease_acquire(c->store, c->session_name, deadline,
 			  &c->session_lease, err);
 	if (r < 0)
 		return r;
-	if (c->pl->root_lease) {
-		r = take_root(c, cfg->acquire_deadline, err);
-		if (r < 0)
-			goto out_session;
-	}
-	if (c->pl->own_dir) {
-		r = placement_make_dir(c->root, &c->made_session_dir, err);
-		if (r < 0)
-			goto out_session;
-	}
-	if (cfg->after_acquire) {
+	lease_set_loss_cb(c->session_lease, coord_on_lease_loss, c);
+	if (c->pl->root_lease)
+		r = take_root_checked(c, deadline, why, err);
+	if (r == 0 && c->pl->own_dir)
+		r = make_own_dir(c, err);
+	if (r == 0 && cfg->after_acquire) {
 		r = run_hook(c, cfg, err);
-		if (r < 0)
-			goto out_root;
+		hooked = r == 0;
+		if (r == 0)
+			r = still_held(c, "during the after-acquire check", why,
+				       err);
 	}
-	return 0;
-out_root:
-	coord_remove_own_dir(c);
+	if (r == 0)
+		r = become_held(c, why, err);
+	if (r == 0)
+		return 0;
+	if (hooked && cfg->undo_acquire)
+		cfg->undo_acquire(cfg->after_acquire_userdata);
+	/* A directory made under a lease since lost may be a successor's. */
+	if (*why == LEASE_LOSS_NONE)
+		coord_remove_own_dir(c);
 	release_quietly(c, &c->root_lease);
-out_session:
 	release_quietly(c, &c->session_lease);
 	return r;
+}
+
+/* ---- attempts until the deadline ------------------------------------- */
+
+/* Pauses between attempts after the store failed or a lease was lost:
+ * nothing tells when a store comes back, so it is tried again, backing
+ * off (a busy root is waited for on the store's own events instead). */
+#define RETRY_MIN_MS 100
+#define RETRY_MAX_MS 1000
+
+/* Whether another attempt may end otherwise: the root may be let go, the
+ * store may come back, a lease lost meanwhile may be taken again (but
+ * not one revoked: that is an operator's word to let go). */
+static bool worth_retrying(const struct lease_err *err, enum lease_loss why)
+{
+	switch (err->kind) {
+	case LEASE_E_HELD:
+	case LEASE_E_UNREACHABLE:
+	case LEASE_E_TIMEOUT:
+		return true;
+	case LEASE_E_LOST:
+		return why != LEASE_LOSS_REVOKED;
+	default:
+		return false;
+	}
+}
+
+/* Sleep *ms, never past `deadline`, and back off for the next time. */
+static void pause_before_retry(int *ms, int64_t deadline)
+{
+	int64_t until = lease_deadline_ms(*ms);
+	struct timespec ts;
+
+	if (until > deadline)
+		until = deadline;
+	ts.tv_sec = until / 1000000000LL;
+	ts.tv_nsec = until % 1000000000LL;
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
+	       EINTR)
+		;
+	*ms = *ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : *ms * 2;
+}
+
+/*
+ * Attempts until one succeeds, one fails for good, or the deadline
+ * passes.  The first is a single try, so that the owner hears what it
+ * waits for (on_wait) before the wait begins.
+ */
+static int take_leases(struct coord *c, const struct coord_config *cfg,
+		       struct lease_err *err)
+{
+	int64_t deadline = 0;
+	int pause_ms = RETRY_MIN_MS;
+	bool said = false;
+
+	for (;;) {
+		enum lease_loss why = LEASE_LOSS_NONE;
+		int r = attempt(c, cfg, deadline, &why, err);
+
+		if (r == 0 || !worth_retrying(err, why) ||
+		    lease_deadline_passed(cfg->acquire_deadline))
+			return r;
+		if (!said && cfg->on_wait)
+			cfg->on_wait(cfg->on_wait_userdata, err);
+		said = true;
+		/* Busy after the one try: the next attempt waits on events. */
+		if (err->kind != LEASE_E_HELD || deadline != 0)
+			pause_before_retry(&pause_ms, cfg->acquire_deadline);
+		deadline = cfg->acquire_deadline;
+	}
 }
 
 int coord_open(const struct coord_config *cfg, struct coord **out,
@@ -338,7 +495,7 @@ int coord_open(const struct coord_config *cfg, struct coord **out,
 	c->on_loss_userdata = cfg->on_loss_userdata;
 	c->log = cfg->log;
 	c->log_userdata = cfg->log_userdata;
-	atomic_init(&c->word, WORD(COORD_HELD, LEASE_LOSS_NONE));
+	atomic_init(&c->word, WORD(COORD_OPENING, LEASE_LOSS_NONE));
 	atomic_init(&c->inflight, 0);
 
 	r = resolve_names(c, cfg, err);
@@ -355,9 +512,6 @@ int coord_open(const struct coord_config *cfg, struct coord **out,
 	c->scope_paths = NULL;
 	if (r < 0)
 		goto out_free;
-	if (c->root_lease)
-		lease_set_loss_cb(c->root_lease, coord_on_lease_loss, c);
-	lease_set_loss_cb(c->session_lease, coord_on_lease_loss, c);
 	*out = c;
 	return 0;
 out_free:

@@ -4,7 +4,8 @@
  * read and written exactly as the harness does, so that a harness session
  * and a leasefs mount contend for one lease.  What its units share
  * (fsstore.c: the store, acquire, release; bell.c: the loss channel and
- * its watcher; view.c: who holds what, show, list, revoke).
+ * its watcher; holders.c: who holds a lock file; view.c: our records,
+ * show, list, revoke).
  *
  * The harness's part of DIR, kept as the harness keeps it:
  *   leases/NAME.lock  name segments are directories (0700), the file 0600;
@@ -41,8 +42,10 @@
  * No TTL: the flock is the fence.  A revoked leasefs holder keeps it until
  * it has drained and released; a harness holder has no loss channel, so a
  * revoke cannot tell it (lease revoke says so and never grants the name).
- * Whether a lock file is held, and by whom, is read from /proc/locks, so
- * that looking never makes a harness acquirer's LOCK_NB fail.
+ * Whether a lock file is held, and by whom, is read from /proc/locks,
+ * confirmed by our records and the processes' open files where
+ * /proc/locks may have passed a line over (view.c), never by taking the
+ * lock: looking never makes a harness acquirer's LOCK_NB fail.
  */
 #ifndef LEASEFS_FSSTORE_INT_H
 #define LEASEFS_FSSTORE_INT_H
@@ -115,10 +118,32 @@ int fss_bell_ring(struct fss_store *fs, const char *hex, uint64_t epoch);
 void fss_bell_close(struct fss_store *fs, struct fss_lease *fl);
 void fss_watcher_stop(struct fss_store *fs);
 
+/* holders.c */
+/* What a look at the holders of lock files saw (/proc/locks, the open
+ * files), kept for more names of one walk; the looks' order and why
+ * they cannot miss a holder: holders.c. */
+struct fss_flock;
+struct fss_view {
+	bool loaded;             /* /proc/locks read */
+	bool whole;              /* ... in one read: a snapshot */
+	struct fss_flock *locks; /* its flock(LOCK_EX) lines */
+	size_t nlocks;
+	bool scanned;            /* the open files scanned */
+	struct fss_flock *open;  /* their flock(LOCK_EX) */
+	size_t nopen;
+};
+void fss_view_init(struct fss_view *v);
+void fss_view_free(struct fss_view *v);
+/* Who holds flock(LOCK_EX) on `name`'s lock file (`fd`, whose epoch
+ * reads `epoch`), without locking it: 1 with *pid (0: unknown) if
+ * someone does, 0 if nobody did all along the look, -errno if it cannot
+ * be told.  _in: with (and into) what `v` saw already. */
+int fss_lock_held_in(struct fss_view *v, struct fss_store *fs,
+		     const char *name, int fd, uint64_t epoch, pid_t *pid);
+int fss_lock_held(struct fss_store *fs, const char *name, int fd,
+		  uint64_t epoch, pid_t *pid);
+
 /* view.c */
-/* Who holds a lock file (by /proc/locks): 1 with *pid (0: unknown) if
- * someone holds flock(LOCK_EX), else 0; -errno if it cannot be told. */
-int fss_lock_held(int fd, pid_t *pid);
 /* The leasefs holder's record of `hex`, if one is alive: 1 with its
  * epoch, pid, whether revoked, and (if `desc`) its description; 0 if
  * there is none (no file, or its holder is gone). */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fsstore backend: who holds what (/proc/locks and our records),
- * show, list, revoke and its fence (the layout: fsstore_int.h).
+ * The fsstore backend: our records, show, list, revoke and its fence
+ * (who holds a lock file: holders.c; the layout: fsstore_int.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -14,53 +14,9 @@
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "fsstore_int.h"
-
-/* ---- who holds a lock file ------------------------------------------ */
-
-/*
- * /proc/locks lines read "N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INO 0 EOF"
- * (MAJ and MIN in hex, of the inode's superblock).  A filesystem whose
- * stat reports another device than its superblock's (btrfs subvolumes)
- * is matched by inode alone.
- */
-int fss_lock_held(int fd, pid_t *pid)
-{
-	struct stat st;
-	char line[256];
-	FILE *f;
-	int found = 0;
-
-	*pid = 0;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	f = fopen("/proc/locks", "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		char kind[16], mode[16];
-		unsigned maj, min;
-		unsigned long long ino;
-		int p;
-
-		if (strstr(line, "->") ||
-		    sscanf(line, "%*d: %15s %*s %15s %d %x:%x:%llu", kind, mode,
-			   &p, &maj, &min, &ino) != 6)
-			continue;
-		if (strcmp(kind, "FLOCK") || strcmp(mode, "WRITE") ||
-		    ino != (unsigned long long)st.st_ino)
-			continue;
-		*pid = p;
-		found = 1;
-		if (maj == major(st.st_dev) && min == minor(st.st_dev))
-			break;
-	}
-	fclose(f);
-	return found;
-}
 
 /* ---- our records ---------------------------------------------------- */
 
@@ -169,8 +125,10 @@ unsigned fss_within(struct fss_store *fs, const char *name, char *first,
 
 /* ---- show and list -------------------------------------------------- */
 
-int fss_show(struct lease_store *store, const char *name,
-	     struct lease_info *info, struct lease_err *err)
+/* fss_show() with what `v` saw of the holders (a walk shares one). */
+static int show_in(struct fss_view *v, struct lease_store *store,
+		   const char *name, struct lease_info *info,
+		   struct lease_err *err)
 {
 	struct fss_store *fs = fss_of(store);
 	char hex[FSS_HEX_LEN + 1];
@@ -190,7 +148,7 @@ int fss_show(struct lease_store *store, const char *name,
 		return lease_err_set(err, LEASE_E_IO, fd, name, "open lease '%s' "
 				     "in %s: %s", name, fs->dir, strerror(-fd));
 	r = fss_epoch_read(fs, fd, name, false, &info->epoch, err);
-	if (r == 0 && fss_lock_held(fd, &pid) > 0) {
+	if (r == 0 && fss_lock_held_in(v, fs, name, fd, info->epoch, &pid) > 0) {
 		info->state = LEASE_STATE_HELD;
 		info->holder_pid = pid;
 		fss_hex(name, hex);
@@ -207,11 +165,24 @@ int fss_show(struct lease_store *store, const char *name,
 	return r;
 }
 
+int fss_show(struct lease_store *store, const char *name,
+	     struct lease_info *info, struct lease_err *err)
+{
+	struct fss_view v;
+	int r;
+
+	fss_view_init(&v);
+	r = show_in(&v, store, name, info, err);
+	fss_view_free(&v);
+	return r;
+}
+
 struct walk {
 	struct lease_store *store;
 	lease_list_cb cb;
 	void *ud;
 	int stop;
+	struct fss_view view; /* one look at the holders for the whole walk */
 };
 
 /* Every NAME.lock below leases/PREFIX, depth first. */
@@ -243,7 +214,7 @@ static int walk_dir(struct walk *w, int dfd, char *prefix, size_t plen)
 
 			prefix[plen + n - 5] = '\0';
 			if (lease_name_validate(prefix, NULL) == 0 &&
-			    fss_show(w->store, prefix, &info, NULL) == 0)
+			    show_in(&w->view, w->store, prefix, &info, NULL) == 0)
 				w->stop = w->cb(&info, w->ud);
 		}
 	}
@@ -255,14 +226,17 @@ int fss_list(struct lease_store *store, lease_list_cb cb, void *userdata,
 	     struct lease_err *err)
 {
 	struct fss_store *fs = fss_of(store);
-	struct walk w = { store, cb, userdata, 0 };
+	struct walk w = { store, cb, userdata, 0, { 0 } };
 	char prefix[LEASE_NAME_MAX + 16] = "";
-	int dfd = fss_openat(fs, "leases", O_RDONLY | O_DIRECTORY, 0);
+	int dfd = fss_openat(fs, "leases", O_RDONLY | O_DIRECTORY, 0), r;
 
 	if (dfd < 0)
 		return lease_err_set(err, LEASE_E_IO, dfd, NULL, "fsstore %s: "
 				     "leases: %s", fs->dir, strerror(-dfd));
-	return walk_dir(&w, dfd, prefix, 0);
+	fss_view_init(&w.view);
+	r = walk_dir(&w, dfd, prefix, 0);
+	fss_view_free(&w.view);
+	return r;
 }
 
 /* ---- revoke --------------------------------------------------------- */
@@ -284,7 +258,7 @@ int fss_revoke(struct lease_store *store, const char *name, int64_t deadline,
 		return lease_err_set(err, LEASE_E_IO, fd, name, "open lease '%s' "
 				     "in %s: %s", name, fs->dir, strerror(-fd));
 	r = fss_epoch_read(fs, fd, name, false, epoch, err);
-	if (r == 0 && fss_lock_held(fd, &pid) <= 0)
+	if (r == 0 && fss_lock_held(fs, name, fd, *epoch, &pid) <= 0)
 		r = lease_err_not_held(err, name);
 	close(fd);
 	if (r < 0)
@@ -305,23 +279,44 @@ int fss_revoke(struct lease_store *store, const char *name, int64_t deadline,
 	return 0;
 }
 
-/* Fenced: the name's lock let go, or granted past `epoch` since. */
-static int fenced(struct fss_store *fs, const char *name, uint64_t epoch,
-		  bool *yes, struct lease_err *err)
+/* Fenced: the name's lock (`fd`, open on it) let go, or granted past
+ * `epoch` since. */
+static int fenced(struct fss_store *fs, const char *name, int fd,
+		  uint64_t epoch, bool *yes, struct lease_err *err)
 {
 	uint64_t e = 0;
 	pid_t pid;
-	int fd = fss_lock_open(fs, name, false), r;
+	int r = fss_epoch_read(fs, fd, name, false, &e, err);
 
-	*yes = fd == -ENOENT;
-	if (fd < 0)
-		return fd == -ENOENT ? 0 : lease_err_set(err, LEASE_E_IO, fd, name,
-					"open lease '%s': %s", name, strerror(-fd));
-	r = fss_epoch_read(fs, fd, name, false, &e, err);
-	if (r == 0)
-		*yes = e > epoch || fss_lock_held(fd, &pid) == 0;
-	close(fd);
-	return r;
+	*yes = false;
+	if (r == 0 && e > epoch)
+		*yes = true;
+	else if (r == 0 && (r = fss_lock_held(fs, name, fd, e, &pid)) >= 0)
+		*yes = r == 0;
+	if (r < 0 && err && err->kind == LEASE_OK)
+		r = lease_err_set(err, LEASE_E_IO, r, name, "who holds lease "
+				  "'%s': %s", name, strerror(-r));
+	return r < 0 ? r : 0;
+}
+
+/*
+ * A holder's close is reported before the kernel drops the flock it
+ * carried, so a wake may find the lock still there and no later event:
+ * between events the fence is looked at again, backing off from
+ * FENCE_LOOK_MIN_MS to FENCE_LOOK_MAX_MS.
+ */
+#define FENCE_LOOK_MIN_MS 1
+#define FENCE_LOOK_MAX_MS 256
+
+/* Until `deadline` or the next look, whichever is first. */
+static void fence_wait(struct lease_close_watch *w, int *look_ms,
+		       int64_t deadline)
+{
+	int64_t until = lease_deadline_ms(*look_ms);
+
+	lease_close_watch_wait(w, until < deadline ? until : deadline);
+	if (*look_ms < FENCE_LOOK_MAX_MS)
+		*look_ms *= 2;
 }
 
 int fss_await_fence(struct lease_store *store, const char *name,
@@ -331,26 +326,33 @@ int fss_await_fence(struct lease_store *store, const char *name,
 	struct fss_store *fs = fss_of(store);
 	char hex[FSS_HEX_LEN + 1], rel[PATH_MAX], path[PATH_MAX * 2];
 	struct lease_close_watch w;
+	int look_ms = FENCE_LOOK_MIN_MS;
 	uint64_t he;
 	pid_t hpid;
-	bool revoked, yes;
-	int r;
+	bool revoked, yes = false;
+	/* Open for the whole wait: a close of our own would wake it. */
+	int fd = fss_lock_open(fs, name, false), r;
 
-	*out = LEASE_FENCE_PENDING;
+	*out = fd == -ENOENT ? LEASE_FENCE_ACKED : LEASE_FENCE_PENDING;
+	if (fd < 0)
+		return fd == -ENOENT ? 0 : lease_err_set(err, LEASE_E_IO, fd, name,
+					"open lease '%s': %s", name, strerror(-fd));
 	fss_hex(name, hex);
 	fss_lock_rel(rel, sizeof(rel), name);
 	snprintf(path, sizeof(path), "%s/%s", fs->dir, rel);
 	r = lease_close_watch_open(&w, path, IN_CLOSE);
-	if (r < 0)
+	if (r < 0) {
+		close(fd);
 		return lease_err_set(err, LEASE_E_IO, r, name, "watch %s: %s",
 				     path, strerror(-r));
+	}
 	for (;;) {
 		/* The record first: it outlives the grant's lock, so a record
 		 * gone and the lock still held is not a leasefs holder's. */
 		bool leasefs = fss_holder_read(fs, hex, &he, &hpid, &revoked,
 					       NULL, 0) && he == epoch;
 
-		r = fenced(fs, name, epoch, &yes, err);
+		r = fenced(fs, name, fd, epoch, &yes, err);
 		if (r < 0 || yes)
 			break;
 		if (!leasefs) {
@@ -358,10 +360,12 @@ int fss_await_fence(struct lease_store *store, const char *name,
 					 "it releases or exits (fsstore has no TTL)");
 			break;
 		}
-		if (lease_close_watch_wait(&w, deadline) == -EAGAIN)
+		if (lease_deadline_passed(deadline))
 			break;
+		fence_wait(&w, &look_ms, deadline);
 	}
 	lease_close_watch_close(&w);
+	close(fd);
 	if (r == 0 && yes)
 		*out = LEASE_FENCE_ACKED;
 	return r;
