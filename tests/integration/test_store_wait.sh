@@ -17,6 +17,9 @@ fi
 
 R=$T/root MA=$T/ma MB=$T/mb MC=$T/mc
 TTL=2
+# A bucket leasefs makes is granted from only once it is older than max_ttl
+# and a third (the harness's fixed 30 s by default): 4 s here.
+Q="?max_ttl=3"
 mkdir -p "$R" "$MA" "$MB" "$MC"
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -42,7 +45,7 @@ waits_said() { grep -c "waiting up to" "$1" || true; }
 
 # 1. The mount first, then the server.
 P=$(free_port)
-URI=nats://127.0.0.1:$P
+URI=nats://127.0.0.1:$P$Q
 LEASEFS_LEASES=$URI mount_bg "$T/m1.out" "$MA" --ttl=$TTL --wait=60
 wait_until 30 grep -q "waiting up to 60 s" "$T/m1.out" || fail "the mount did not say it waits: $(cat "$T/m1.out")"
 grep -q "$URI" "$T/m1.out" || fail "the wait does not name the store: $(cat "$T/m1.out")"
@@ -59,7 +62,7 @@ ok "mount --wait before its server: up once the server is (said once)"
 
 # 2. A server that never comes: exit at the deadline, the store named.
 P=$(free_port)
-URI=nats://127.0.0.1:$P
+URI=nats://127.0.0.1:$P$Q
 t0=$(date +%s%N)
 rc=0; out=$(LEASEFS_LEASES=$URI timeout 60 "$LEASEFS" mount --wait=3 "$R" "$MA" 2>&1) || rc=$?
 dt=$(( ($(date +%s%N) - t0) / 1000000 ))
@@ -71,8 +74,8 @@ findmnt -rn "$MA" >/dev/null && fail "something mounted"
 ok "no server within --wait=3: exit 1 after $dt ms, naming $URI"
 
 # 3. The harness's server stops for longer than the TTL while B waits.
-export LEASEFS_LEASES=$LEASEFS_NATS_URI
-mount_ws "$R" "$MA" --ttl=$TTL
+export LEASEFS_LEASES=$LEASEFS_NATS_URI$Q
+mount_ws "$R" "$MA" --ttl=$TTL --wait=20   # past the new bucket's grace
 mount_bg "$T/b.out" "$MB" --ttl=$TTL --wait=90
 wait_until 30 grep -q "waiting up to 90 s" "$T/b.out" || fail "B did not wait: $(cat "$T/b.out")"
 kill -TERM "$NATS_PID"; wait_pid_gone "$NATS_PID" 10 || fail "nats-server did not stop"
