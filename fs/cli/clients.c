@@ -72,8 +72,12 @@ static int no_daemon(const char *cmd, const char *arg, int r)
 		fprintf(stderr, "leasefs %s: %s does not exist\n", cmd, arg);
 		return EXIT_FAIL;
 	}
-	fprintf(stderr, "leasefs %s: no leasefs daemon serves %s (%s)\n", cmd,
-		arg, strerror(-r));
+	if (r == -ENOENT || r == -ECONNREFUSED)
+		fprintf(stderr, "leasefs %s: no leasefs daemon serves %s (it is "
+			"not a leasefs mount point)\n", cmd, arg);
+	else
+		fprintf(stderr, "leasefs %s: no leasefs daemon serves %s (%s)\n",
+			cmd, arg, strerror(-r));
 	return EXIT_FAIL;
 }
 

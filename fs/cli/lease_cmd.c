@@ -181,10 +181,12 @@ struct lease_target {
 	char uri_abs[PATH_MAX + 16];
 	char name[LEASE_NAME_MAX + 1]; /* the lease */
 	char mount_uri[PATH_MAX + 64]; /* a mount point's own store */
-	bool uri_given;            /* --leases or $LEASEFS_LEASES */
+	bool uri_given;            /* --leases (a mount point's store then
+				    * gives way), or $LEASEFS_LEASES */
+	bool flag_given;           /* --leases */
 };
 
-/* A mount point's lease and store, from its daemon's status.  0, 1 if
+/* A mount point's lease and store, from its daemon's status.  0, -1 if
  * `path` is no leasefs mount, or an exit code (message printed). */
 static int target_of_mount(const char *verb, const char *arg, const char *path,
 			   struct lease_target *t)
@@ -194,7 +196,7 @@ static int target_of_mount(const char *verb, const char *arg, const char *path,
 	int r = control_request(path, "status", &reply), code = EXIT_FAIL;
 
 	if (r < 0 && ws_leasefs_mount(NULL, path, seen, sizeof(seen)) < 0)
-		return 1; /* not a mount: a ROOT */
+		return -1; /* not a mount: a ROOT */
 	if (r == -EACCES)
 		fprintf(stderr, "leasefs lease %s: %s: permission denied (only "
 			"root and the mount's owner may ask its daemon)\n", verb, arg);
@@ -219,8 +221,8 @@ static int target_of_mount(const char *verb, const char *arg, const char *path,
 	json_object_put(o);
 	if (code)
 		return code;
-	/* The mount's own store, unless one was named. */
-	if (!t->uri_given)
+	/* The mount's own store, unless --leases named one. */
+	if (!t->flag_given)
 		t->uri = t->mount_uri;
 	if (strstr(t->uri, "***")) {
 		fprintf(stderr, "leasefs lease %s: the store of %s, %s, hides its "
@@ -263,8 +265,8 @@ static int resolve_target(const char *verb, const char *arg,
 	if (!realpath(arg, canon) && is_stale_mount(arg))
 		snprintf(canon, sizeof(canon), "%s", arg);
 	r = target_of_mount(verb, arg, canon, t);
-	if (r <= 0)
-		return -r;
+	if (r >= 0)
+		return r;
 	r = ws_canonical_root(arg, canon, sizeof(canon));
 	if (r == 0)
 		r = ws_root_name(canon, t->name, sizeof(t->name));
@@ -289,7 +291,7 @@ static int parse_lease_args(int argc, char **argv, const char **verb,
 
 		if (strncmp(a, "--leases=", 9) == 0) {
 			t->uri = a + 9;
-			t->uri_given = true;
+			t->uri_given = t->flag_given = true;
 		} else if (strncmp(a, "--timeout=", 10) == 0) {
 			if (parse_seconds(a + 10, timeout_s) < 0)
 				return cli_usage_error("lease", "bad --timeout "

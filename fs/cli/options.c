@@ -292,13 +292,13 @@ static const struct cli_option {
 
 #define NMOUNT_OPTIONS (sizeof(mount_options) / sizeof(mount_options[0]))
 
-/* getopt's view of the table ("+:" first: operands end the options, and
- * a missing value is told from an unknown option). */
+/* getopt's view of the table (':' first: a missing value is told from an
+ * unknown option; options may follow the operands, as GNU getopt has it,
+ * and "--" ends them). */
 static void getopt_tables(struct option *lo, char *so)
 {
 	size_t n = 0;
 
-	*so++ = '+';
 	*so++ = ':';
 	for (size_t i = 0; i < NMOUNT_OPTIONS; i++) {
 		const struct cli_option *c = &mount_options[i];
@@ -484,7 +484,7 @@ int parse_mount(int argc, char **argv, struct mount_opts *o,
 		       struct lfs_err *err)
 {
 	struct option lo[NMOUNT_OPTIONS + 1];
-	char so[2 * NMOUNT_OPTIONS + 3];
+	char so[2 * NMOUNT_OPTIONS + 2];
 	int c, r;
 
 	getopt_tables(lo, so);
