@@ -104,9 +104,10 @@ int coord_check_lease_dir(const char *root, const char *lease_dir,
 			  struct lease_err *err);
 
 /* What is known of the holder of lease `name`, which serves `path`
- * (NULL: unknown): " by pid P, mounted on M" (the pid its store recorded,
- * the leasefs mount of `path` this host shows), either part left out when
- * not known, "" when neither is.  For every "workspace busy" message. */
+ * (NULL: unknown): " (pid P, mounted at M)", as the host lock says it
+ * (the pid its store recorded, the leasefs mount of `path` this host
+ * shows), either part left out when not known, "" when neither is.  For
+ * every "workspace busy" message. */
 void coord_holder_detail(struct lease_store *st, const char *name,
 			 const char *path, char *out, size_t outsz);
 

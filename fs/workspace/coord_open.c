@@ -218,9 +218,12 @@ void coord_holder_detail(struct lease_store *st, const char *name,
 
 	out[0] = '\0';
 	if (pid)
-		n = (size_t)snprintf(out, outsz, " by pid %d", (int)info.holder_pid);
+		n = (size_t)snprintf(out, outsz, " (pid %d", (int)info.holder_pid);
 	if (mounted && n < outsz)
-		snprintf(out + n, outsz - n, "%s mounted on %s", pid ? "," : "", mnt);
+		n += (size_t)snprintf(out + n, outsz - n, "%smounted at %s",
+				      pid ? ", " : " (", mnt);
+	if ((pid || mounted) && n < outsz)
+		snprintf(out + n, outsz - n, ")");
 }
 
 /* A workspace held inside ours refused it: named by what its holder told

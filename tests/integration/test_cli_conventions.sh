@@ -168,16 +168,16 @@ ok "missing paths 'do not exist'; the unknown-URI message names all 8 schemes"
 pid=$(status_of "$M" pid)
 run "$LEASEFS" mount "$R" "$T/m2"
 want 75 "a busy root"
-grep -q "workspace busy: $R held at epoch [0-9]* by pid $pid, mounted on $M" <<<"$ERR" ||
+grep -q "workspace busy: $R held at epoch [0-9]* (pid $pid, mounted at $M)" <<<"$ERR" ||
 	fail "busy message: $ERR"
 BUSY_MSG=$ERR
 mkdir -p "$R/sub"
 run "$LEASEFS" mount "$R/sub" "$T/m2"
 want 75 "a root inside a held one"
-grep -q "by pid $pid, mounted on $M" <<<"$ERR" || fail "busy (inside): $ERR"
+grep -q "(pid $pid, mounted at $M)" <<<"$ERR" || fail "busy (inside): $ERR"
 run "$LEASEFS" mount --placement=shared "$R" "$T/m2"
 want 75 "a shared mount of a held root"
-grep -q "by pid $pid, mounted on $M" <<<"$ERR" || fail "busy (shared): $ERR"
+grep -q "(pid $pid, mounted at $M)" <<<"$ERR" || fail "busy (shared): $ERR"
 # The mount point already served: busy, 75, naming its daemon.
 mkdir -p "$T/other"
 run "$LEASEFS" mount "$T/other" "$M"
