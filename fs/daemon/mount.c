@@ -145,6 +145,9 @@ int open_fs(struct daemon *d, struct lfs_err *err)
 	const char *unknown = NULL;
 	int pt, r = lfs_new(&cfg, &d->fs);
 
+	/* An observer never writes ROOT: not even an access time. */
+	if (r == 0 && !placement_get(d->opts->placement)->writes)
+		lfs_stop_atime(d->fs);
 	if (r == 0)
 		r = gate_new(d->coord, lfs_ops(), &d->gate, &unknown);
 	if (r == -EOPNOTSUPP)
