@@ -228,12 +228,19 @@ static int take(struct ns_store *ns, const char *name, const char *key,
 
 /* ---- our records ---------------------------------------------------- */
 
+/*
+ * Our record of the grant at `epoch`, written over the previous holder's
+ * only: created where there is none, else updated on the revision read,
+ * and never over a record of this epoch or a later one (a successor's,
+ * if our grant was taken over before we got here: -EBUSY).
+ */
 static int record_put(struct ns_store *ns, const char *key, uint64_t epoch,
 		      const char *holder, const char *desc, uint64_t *rev)
 {
 	json_object *o = json_object_new_object();
 	char rk[NS_KEY_MAX + 4];
-	natsStatus s;
+	natsStatus s = NATS_ERR;
+	int r = -EIO;
 
 	json_object_object_add(o, "epoch", json_object_new_uint64(epoch));
 	json_object_object_add(o, "holder", json_object_new_string(holder));
@@ -242,9 +249,22 @@ static int record_put(struct ns_store *ns, const char *key, uint64_t epoch,
 	json_object_object_add(o, "description",
 			       json_object_new_string(desc ? desc : ""));
 	snprintf(rk, sizeof(rk), "h.%s", key);
-	s = kvStore_PutString(rev, ns->own, rk, json_object_to_json_string(o));
+	for (int tries = 0; s != NATS_OK && tries < 3; tries++) {
+		const char *json = json_object_to_json_string(o);
+		struct ns_record cur;
+		bool had = ns_holder_read(ns, key, &cur) == 1;
+
+		if (had && cur.epoch >= epoch) {
+			r = -EBUSY;
+			break;
+		}
+		s = had ? kvStore_UpdateString(rev, ns->own, rk, json, cur.rev)
+			: kvStore_CreateString(rev, ns->own, rk, json);
+		if (unreachable(s))
+			break;
+	}
 	json_object_put(o);
-	return s == NATS_OK ? 0 : -EIO;
+	return s == NATS_OK ? 0 : r;
 }
 
 static natsStatus marker_put(struct ns_store *ns, const char *mk,
@@ -260,11 +280,33 @@ static natsStatus marker_put(struct ns_store *ns, const char *mk,
 	return s;
 }
 
+/* Our markers, each only if nobody wrote it since our last write (a
+ * successor within the same scopes writes the same keys). */
 static void markers_drop(struct ns_store *ns, struct ns_lease *pl)
 {
 	for (size_t i = 0; i < pl->nmarkers; i++)
-		if (pl->markers[i])
-			kvStore_Delete(ns->own, pl->markers[i]);
+		if (pl->markers[i] && pl->marker_revs[i])
+			ns_own_delete_if(ns, pl->markers[i], pl->marker_revs[i]);
+}
+
+/* A renewal's marker: an update of our last write, never over another
+ * holder's (after a failed update it is not ours any more: left alone). */
+static void marker_renew(struct ns_store *ns, struct ns_lease *pl, size_t i,
+			 const struct ns_value *v)
+{
+	char *json = ns_value_json(v);
+	uint64_t rev = 0;
+
+	if (!json || !pl->markers[i] || !pl->marker_revs[i]) {
+		free(json);
+		return;
+	}
+	if (kvStore_UpdateString(&rev, ns->own, pl->markers[i], json,
+				 pl->marker_revs[i]) == NATS_OK)
+		pl->marker_revs[i] = rev;
+	else
+		pl->marker_revs[i] = 0;
+	free(json);
 }
 
 /* Markers first, then the scopes looked at: of a grant within a scope
@@ -415,8 +457,7 @@ static void renew_locked(struct ns_store *ns, struct ns_lease *pl,
 			      .created_ns = pl->created_ns };
 	lease_set_safe_until(l, ns_safe_until(ns, sent));
 	for (size_t i = 0; i < pl->nmarkers; i++)
-		if (pl->markers[i])
-			marker_put(ns, pl->markers[i], &v, &pl->marker_revs[i]);
+		marker_renew(ns, pl, i, &v);
 	if (revoked_locked(ns, pl))
 		lease_mark_lost(l, LEASE_LOSS_REVOKED);
 	pl->next_renew = sent + ns->ttl_ms / 3 * 1000000;
@@ -555,6 +596,24 @@ static void give_back(struct ns_store *ns, struct ns_lease *pl, uint64_t epoch)
 	write_value(ns->kv, pl->key, &v, false);
 }
 
+/* record_put() for a grant, its failure said. */
+static int record_write(struct ns_store *ns, struct lease_store *store,
+			struct ns_lease *pl, const char *name, uint64_t epoch,
+			struct lease_err *err)
+{
+	uint64_t rev = 0;
+	int r = record_put(ns, pl->key, epoch, pl->holder, store->opts.holder,
+			   &rev);
+
+	if (r == -EBUSY)
+		return held(name, epoch + 1, err); /* taken over meanwhile */
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, -EIO, name, "natsstore "
+				     "%s: cannot write the holder's record "
+				     "of %s", ns->shown, name);
+	return 0;
+}
+
 static int grant(struct lease_store *store, struct ns_lease *pl,
 		 const char *name, const struct lease_scopes *sc,
 		 struct ns_value *v, int64_t sent, struct lease **out,
@@ -562,7 +621,7 @@ static int grant(struct lease_store *store, struct ns_lease *pl,
 {
 	struct ns_store *ns = ns_of(store);
 	char inner[LEASE_NAME_MAX + 1];
-	uint64_t inner_epoch = 0, rev = 0;
+	uint64_t inner_epoch = 0;
 	struct lease *l = NULL;
 	int r = 0;
 
@@ -571,11 +630,8 @@ static int grant(struct lease_store *store, struct ns_lease *pl,
 	if (r == 0 && ns_within(ns, pl->key, inner, sizeof(inner),
 				&inner_epoch) > 0)
 		r = held(inner, inner_epoch, err);
-	if (r == 0 && record_put(ns, pl->key, v->epoch, pl->holder,
-				 store->opts.holder, &rev) < 0)
-		r = lease_err_set(err, LEASE_E_IO, -EIO, name, "natsstore %s: "
-				  "cannot write the holder's record of %s",
-				  ns->shown, name);
+	if (r == 0)
+		r = record_write(ns, store, pl, name, v->epoch, err);
 	if (r == 0 && (r = lease_alloc(store, name, v->epoch, sc, &l)) < 0)
 		lease_err_set(err, LEASE_E_IO, r, name, "out of memory");
 	if (r < 0) {
@@ -675,18 +731,27 @@ int ns_release(struct lease *l, int64_t deadline)
 	struct ns_store *ns = ns_of(l->store);
 	struct ns_lease *pl = l->priv;
 	char rk[NS_KEY_MAX + 4];
+	struct ns_record rec;
+	uint64_t rev = 0;
 
 	(void)deadline;
 	if (!pl)
 		return 0;
 	holder_remove(ns, pl);
 	/* Our record says "released" before the grant goes: a revoker that
-	 * sees the entry expired knows it was given back, not let lapse. */
-	ns_holder_mark(ns, pl->key, "released", 0);
+	 * sees the entry expired knows it was given back, not let lapse.
+	 * Only our own record, at the revision read (a successor may have
+	 * replaced it while we were away), and only that revision is
+	 * deleted: a late release never touches a successor's record. */
+	if (ns_holder_read(ns, pl->key, &rec) == 1 && rec.epoch == l->epoch &&
+	    strcmp(rec.holder, pl->holder) == 0 &&
+	    ns_holder_mark(ns, pl->key, "released", rec.rev, &rev) < 0)
+		rev = 0;
 	give_back(ns, pl, l->epoch);
 	markers_drop(ns, pl);
 	snprintf(rk, sizeof(rk), "h.%s", pl->key);
-	kvStore_Delete(ns->own, rk);
+	if (rev)
+		ns_own_delete_if(ns, rk, rev);
 	ns_publish(ns, "release", pl->key);
 	return 0;
 }
