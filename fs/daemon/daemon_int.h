@@ -81,6 +81,11 @@ struct daemon {
 	atomic_bool stopping;
 	atomic_bool lost;
 	atomic_bool fence_due;   /* shared placement: a lease to acknowledge */
+	/* Set by on_serving() (a FUSE worker) when a lease was found lost at
+	 * INIT, with the refusal in born_err; read by the main thread only
+	 * after the workers are joined. */
+	bool born_lost;
+	struct lfs_err born_err;
 };
 
 
