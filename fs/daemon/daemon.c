@@ -183,6 +183,7 @@ void on_serving(void *ud)
 	if (refuse_born_lost(d))
 		return;
 	say_serving(d);
+	atomic_store(&d->serving, true);
 	report(&d->report_fd, EXIT_OK);
 	if (!d->opts->foreground) {
 		log_detach_stderr();

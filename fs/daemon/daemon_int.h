@@ -86,6 +86,10 @@ struct daemon {
 	 * after the workers are joined. */
 	bool born_lost;
 	struct lfs_err born_err;
+	/* Set once on_serving() said the mount serves; the store's
+	 * reachability is logged from then on (store_reach()). */
+	atomic_bool serving;
+	atomic_bool unreachable_said; /* "store unreachable" logged, not yet "again" */
 };
 
 

@@ -441,6 +441,7 @@ static void renew_locked(struct ns_store *ns, struct ns_lease *pl,
 	/* Nothing listens on the bucket's subjects: it may be gone. */
 	if (s == NATS_NO_RESPONDERS)
 		atomic_store(&ns->recheck, true);
+	lease_store_reach(l->store, !unreachable(s));
 	if (s != NATS_OK && unreachable(s)) {
 		pl->next_renew = lease_deadline_ms(RETRY_MS);
 		if (until && lease_now_ns() >= until)
