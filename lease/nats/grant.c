@@ -289,26 +289,6 @@ static void markers_drop(struct ns_store *ns, struct ns_lease *pl)
 			ns_own_delete_if(ns, pl->markers[i], pl->marker_revs[i]);
 }
 
-/* A renewal's marker: an update of our last write, never over another
- * holder's (after a failed update it is not ours any more: left alone). */
-static void marker_renew(struct ns_store *ns, struct ns_lease *pl, size_t i,
-			 const struct ns_value *v)
-{
-	char *json = ns_value_json(v);
-	uint64_t rev = 0;
-
-	if (!json || !pl->markers[i] || !pl->marker_revs[i]) {
-		free(json);
-		return;
-	}
-	if (kvStore_UpdateString(&rev, ns->own, pl->markers[i], json,
-				 pl->marker_revs[i]) == NATS_OK)
-		pl->marker_revs[i] = rev;
-	else
-		pl->marker_revs[i] = 0;
-	free(json);
-}
-
 /* Markers first, then the scopes looked at: of a grant within a scope
  * and a grant of the scope that race, one sees the other. */
 static int markers_make(struct ns_store *ns, struct ns_lease *pl,
@@ -457,8 +437,13 @@ static void renew_locked(struct ns_store *ns, struct ns_lease *pl,
 	*rd = (struct round){ .sent = sent, .rev = v.revision,
 			      .created_ns = pl->created_ns };
 	lease_set_safe_until(l, ns_safe_until(ns, sent));
+	/* Put, not an update on our last revision: the renewal above was
+	 * conditional and succeeded, so the markers are ours to write, and a
+	 * refused contender for the name (which writes the same keys before
+	 * it looks, and deletes them after) must not make us stop. */
 	for (size_t i = 0; i < pl->nmarkers; i++)
-		marker_renew(ns, pl, i, &v);
+		if (pl->markers[i])
+			marker_put(ns, pl->markers[i], &v, &pl->marker_revs[i]);
 	if (revoked_locked(ns, pl))
 		lease_mark_lost(l, LEASE_LOSS_REVOKED);
 	pl->next_renew = sent + ns->ttl_ms / 3 * 1000000;
