@@ -409,19 +409,23 @@ static void renew_locked(struct ns_store *ns, struct ns_lease *pl,
 	struct ns_value v = { .epoch = l->epoch, .revision = pl->revision };
 	int64_t sent = lease_now_ns(), until = lease_safe_until(l);
 	natsStatus s = NATS_CONNECTION_DISCONNECTED;
-
-	snprintf(v.holder, sizeof(v.holder), "%s", pl->holder);
-	v.expires_ns = ns_server_hi(ns, sent) + ns->ttl_ms * 1000000;
+	bool link = natsConnection_Status(ns->nc) == NATS_CONN_STATUS_CONNECTED;
 	/* Sent while the link is down, a write would wait in the library's
 	 * buffer for whatever server comes next, which may be one that lost
 	 * its store: no renewal before the bucket was looked at again. */
-	if (natsConnection_Status(ns->nc) == NATS_CONN_STATUS_CONNECTED &&
-	    !atomic_load(&ns->recheck))
+	bool sent_now = link && !atomic_load(&ns->recheck);
+
+	snprintf(v.holder, sizeof(v.holder), "%s", pl->holder);
+	v.expires_ns = ns_server_hi(ns, sent) + ns->ttl_ms * 1000000;
+	if (sent_now)
 		s = write_value(ns->kv, pl->key, &v, false);
+	/* Reachability: what a sent renewal found, or a link that is down
+	 * (not a renewal held back for a look at the bucket). */
+	if (sent_now || !link)
+		lease_store_reach(l->store, !unreachable(s));
 	/* Nothing listens on the bucket's subjects: it may be gone. */
 	if (s == NATS_NO_RESPONDERS)
 		atomic_store(&ns->recheck, true);
-	lease_store_reach(l->store, !unreachable(s));
 	if (s != NATS_OK && unreachable(s)) {
 		pl->next_renew = lease_deadline_ms(RETRY_MS);
 		if (until && lease_now_ns() >= until)
