@@ -114,7 +114,7 @@ void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	uid_t uid = fuse_req_ctx(req)->uid;
 	struct make_args a = {
 		.dirfd = -1, .name = name,
-		.mode = mode & ~S_IFMT,
+		.mode = mode & ~(mode_t)S_IFMT,
 		.open_flags = create_flags(fi->flags),
 		.excl = (fi->flags & O_EXCL) != 0,
 		.fd_out = -1,
