@@ -13,7 +13,7 @@
 #     turns read-only and no successor is granted while it can write.
 # SECTIONS (default all): a space-separated subset of
 #   config contend restart battery maxttl lower idle skew wipe
-# bound: 150
+# bound: 200
 if [ -z "${LEASEFS_NATS_URI:-}" ]; then
 	exec "$(dirname "$0")/../nats-harness.sh" bash "$0" "$@"
 fi

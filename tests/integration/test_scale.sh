@@ -6,7 +6,7 @@
 # one mount turns it read-only and leaves every other one writable;
 # unmounting all leaves no lease held, no mount and no daemon.
 # scripts/bench-scale measures the same at 1000 (costs, latencies).
-# bound: 120
+# bound: 180
 # serial: its mounts count against the host-wide inotify and process limits it probes
 . "$(dirname "$0")/lib.sh"
 
