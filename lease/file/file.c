@@ -34,6 +34,7 @@ static int file_open(struct lease_store *store, const char *rest,
 	char real[PATH_MAX];
 	int r;
 
+	(void)rest; /* a file: URI names only its directory */
 	if (!fs)
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
 	fs->dirfd = -1;

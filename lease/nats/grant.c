@@ -105,7 +105,7 @@ static int fits(struct ns_store *ns, const struct ns_bucket *b,
 				     "max_ttl of %.3g s (the longest TTL any of "
 				     "its holders uses; raise max_ttl= in the "
 				     "URI of every mount of the store)", ns->shown,
-				     ns->ttl_ms / 1e3, ns->max_ttl_ms / 1e3);
+				     (double)ns->ttl_ms / 1e3, (double)ns->max_ttl_ms / 1e3);
 	if (b->max_age_ns > 0 && ns->ttl_ms * 1000000 >= b->max_age_ns)
 		return lease_err_set(err, LEASE_E_USAGE, 0, NULL, "natsstore %s: "
 				     "a TTL of %.3g s does not fit the bucket "
@@ -113,8 +113,8 @@ static int fits(struct ns_store *ns, const struct ns_bucket *b,
 				     "%.3g s after their last write (its max "
 				     "age): a live grant could vanish between "
 				     "renewals; use a TTL below %.3g s",
-				     ns->shown, ns->ttl_ms / 1e3,
-				     b->max_age_ns / 1e9, b->max_age_ns / 1e9);
+				     ns->shown, (double)ns->ttl_ms / 1e3,
+				     (double)b->max_age_ns / 1e9, (double)b->max_age_ns / 1e9);
 	return 0;
 }
 
@@ -140,7 +140,7 @@ static int settled(struct ns_store *ns, const char *name, const char *key,
 			 "%.3g s old (it is %.3g s): a holder from before it "
 			 "(a server that lost its store) may believe itself "
 			 "valid until then", ns->shown, name,
-			 ns_grace_ns(ns) / 1e9, age > 0 ? age / 1e9 : 0.0);
+			 (double)ns_grace_ns(ns) / 1e9, age > 0 ? (double)age / 1e9 : 0.0);
 	return lease_errkind_errno(LEASE_E_HELD);
 }
 

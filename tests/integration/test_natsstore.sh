@@ -15,6 +15,7 @@
 #     the successor's record alone.
 # SECTIONS (default all): a space-separated subset of
 #   config contend restart battery maxttl lower idle skew wipe late
+# bound: 240
 if [ -z "${LEASEFS_NATS_URI:-}" ]; then
 	exec "$(dirname "$0")/../nats-harness.sh" bash "$0" "$@"
 fi
