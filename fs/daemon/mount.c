@@ -125,6 +125,9 @@ static struct lfs_config policy_for(const struct mount_opts *o,
 		.fd_limit = fds,
 		.inode_fds = inode_fds ? strtol(inode_fds, NULL, 10) : 0,
 		.files_per_user = o->files_per_user,
+		/* LEASEFS_SUBUID_FILE: tests only (a private copy). */
+		.subuid_path = getenv("LEASEFS_SUBUID_FILE")
+			? getenv("LEASEFS_SUBUID_FILE") : "/etc/subuid",
 		.passthrough = env_flag("LEASEFS_PASSTHROUGH",
 					PASSTHROUGH_DEFAULT),
 		.direct_writes = env_flag("LEASEFS_DIRECT_WRITES",
