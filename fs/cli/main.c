@@ -22,7 +22,7 @@ const char usage_text[] =
 	"usage: leasefs mount [--placement=exclusive|session|shared] [--leases=URI]\n"
 	"                     [--session=UUID] [--wait=SECONDS] [--ttl=SECONDS]\n"
 	"                     [--metrics-dir=DIR] [--files-per-user=N]\n"
-	"                     [--owner=USER[:GROUP]]\n"
+	"                     [--owner=USER[:GROUP]] [--allow-stacked-root]\n"
 	"                     [-o OPT] [-f] [-d] ROOT MOUNTPOINT\n"
 	"       leasefs status MOUNTPOINT [--json]\n"
 	"       leasefs umount MOUNTPOINT\n"
@@ -31,7 +31,15 @@ const char usage_text[] =
 	"       leasefs ROOT MOUNTPOINT -o OPT[,OPT...]   (mount(8), fstab)\n"
 	"       leasefs lease list [--leases=URI]\n"
 	"       leasefs lease show NAME [--leases=URI]\n"
-	"       leasefs lease revoke NAME [--leases=URI] [--timeout=SECONDS]\n";
+	"       leasefs lease revoke NAME [--leases=URI] [--timeout=SECONDS]\n"
+	"\n"
+	"--allow-stacked-root (-o allow_stacked_root): serve a ROOT on another FUSE\n"
+	"  filesystem (bindfs, sshfs, ...) or on overlayfs.  leasefs cannot see through\n"
+	"  that layer: whoever writes the files behind it (the directory bindfs shows,\n"
+	"  overlay's lower and upper directories, the sshfs server, another mount of\n"
+	"  the same files) never meets this mount's lease or host lock, so the lease\n"
+	"  no longer means this is the only session writing them.  A ROOT on another\n"
+	"  leasefs mount is always refused (exit 75: that workspace is held).\n";
 
 static const struct command {
 	const char *name;

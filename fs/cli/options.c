@@ -107,6 +107,7 @@ enum opt_kind {
 	OPT_ATIME,    /* the mount's atime mode (last one wins) */
 	OPT_DIRATIME, /* nodiratime / diratime */
 	OPT_LAZYTIME, /* the superblock's lazytime */
+	OPT_STACKED,  /* allow_stacked_root: --allow-stacked-root */
 };
 
 static const struct mount_opt {
@@ -134,6 +135,7 @@ static const struct mount_opt {
 	{ "norelatime", OPT_ATIME, MOUNT_ATTR_STRICTATIME },
 	{ "nodiratime", OPT_DIRATIME, 1 }, { "diratime", OPT_DIRATIME, 0 },
 	{ "lazytime", OPT_LAZYTIME, 1 }, { "nolazytime", OPT_LAZYTIME, 0 },
+	{ "allow_stacked_root", OPT_STACKED, 1 },
 };
 
 static const struct mount_opt *find_mount_opt(const char *opt)
@@ -204,6 +206,9 @@ static int take_fuse_opt(struct mount_opts *o, const char *opt,
 	case OPT_ALLOW_OTHER:
 		o->allow_other = true;
 		return 0;
+	case OPT_STACKED:
+		o->allow_stacked_root = true;
+		return 0;
 	case OPT_ALWAYS:
 	case OPT_IGNORED:
 		return 0;
@@ -226,7 +231,7 @@ static int add_fuse_opt(struct mount_opts *o, const char *arg,
 
 enum { OPT_PLACEMENT = 256, OPT_LEASES, OPT_SESSION, OPT_WAIT, OPT_TTL,
        OPT_METRICS_DIR, OPT_FILES_PER_USER, OPT_OWNER, OPT_LOG_LEVEL,
-       OPT_JSON };
+       OPT_JSON, OPT_ALLOW_STACKED_ROOT };
 
 static const struct option mount_longopts[] = {
 	{ "placement", required_argument, NULL, OPT_PLACEMENT },
@@ -238,6 +243,7 @@ static const struct option mount_longopts[] = {
 	{ "files-per-user", required_argument, NULL, OPT_FILES_PER_USER },
 	{ "owner", required_argument, NULL, OPT_OWNER },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+	{ "allow-stacked-root", no_argument, NULL, OPT_ALLOW_STACKED_ROOT },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 }
 };
@@ -351,6 +357,7 @@ static int parse_mount_opt(struct mount_opts *o, int c, struct lfs_err *err)
 					   "error, warning, notice, info or debug)",
 					   optarg);
 		return 0;
+	case OPT_ALLOW_STACKED_ROOT: o->allow_stacked_root = true; return 0;
 	case 'o': return add_fuse_opt(o, optarg, err);
 	case 'f': o->foreground = true; return 0;
 	case 'd': o->debug = o->foreground = true; return 0;
