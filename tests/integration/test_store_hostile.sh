@@ -60,18 +60,27 @@ findmnt -rn "$M" >/dev/null && fail "mounted while the owner holds the acquire f
 echo done >&"${HOLD[1]}"; wait "$HOLD_PID" 2>/dev/null || true
 ok "fsstore: a FIFO as the acquire file refuses a root mount; its flock held by the owner makes it busy within --wait"
 
-# 3. A symlink in the middle of a lock file's path (leases/SEG -> a
-#    root-only directory): a root mount creates nothing there.
+# 3. A symlink in the middle of a lock file's path (SEG -> a root-only
+#    directory): a root mount creates nothing there, on both local stores
+#    (the file store's lock file is DIR/SEG/HASH.lock; fsstore's
+#    DIR/leases/SEG/HASH.lock).
 O=$T/outside; mkdir -m 700 "$O"
-rm -rf "$S/leases/${RN%%/*}"
-as "$UA" ln -s "$O" "$S/leases/${RN%%/*}"
-rc=0; out=$(timeout 30 "$LEASEFS" mount --leases="fsstore:$S" "$R" "$M" 2>&1) || rc=$?
-[ $rc -ne 0 ] || fail "mounted with a symlink in the lock file's path"
-[ -z "$(ls -A "$O")" ] || fail "root made $(ls -A "$O") in $O through the store's symlink"
-ok "fsstore: a symlink in a lock file's path: mount refused (exit $rc), nothing made outside the store"
+seg=${RN%%/*}
+rm -rf "${S:?}/leases/$seg"
+as "$UA" ln -s "$O" "$S/leases/$seg"
+F=$T/fstore; mkdir -p "$F"; chown "$UA:" "$F"
+as "$UA" ln -s "$O" "$F/$seg"
+for uri in "fsstore:$S" "file:$F"; do
+	rc=0; out=$(timeout 30 "$LEASEFS" mount --leases="$uri" "$R" "$M" 2>&1) || rc=$?
+	[ $rc -ne 0 ] || { PIDS+=("$(status_of "$M" pid)"); fail "$uri: mounted with a symlink in the lock file's path; $O has: $(ls -A "$O")"; }
+	[ -z "$(ls -A "$O")" ] || fail "$uri: root made $(ls -A "$O") in $O through the store's symlink"
+	echo "   $uri: exit $rc: $out"
+done
+ok "a symlink in a lock file's path (fsstore, file store): mount refused, nothing made outside the store"
 
-# 4. The user's default store, read by root's `leasefs lease list`: a FIFO
-#    as a name's lock file beside its record.
+# 4. The user's default store, read by root's `leasefs lease list`: FIFOs
+#    as a name's lock file beside its record and as a marker of a grant
+#    within it.
 U=$T/home-a/.local/state/leasefs/leases
 mkdir -p "$T/home-a"; chown "$UA:" "$T/home-a"
 as "$UA" mkdir -p "$U"
@@ -79,7 +88,8 @@ python3 -c '
 import hashlib, sys
 b = "leasefs-lease-record v1\nname %s\nepoch 1\nstate held\npid 1\nholder x\n" % sys.argv[1]
 sys.stdout.write(b + "sha256 %s\n" % hashlib.sha256(b.encode()).hexdigest())' "$N" | as "$UA" tee "$U/$N.rec" >/dev/null
-as "$UA" mkfifo "$U/$N.lock"
+as "$UA" mkdir "$U/$N.in"
+as "$UA" mkfifo "$U/$N.lock" "$U/$N.in/marker"
 t0=$SECONDS rc=0
 out=$(unset LEASEFS_LEASES; timeout 40 "$LEASEFS" lease list 2>&1) || rc=$?
 [ $rc -ne 124 ] || fail "root's lease list hung on $UA's store"
