@@ -158,8 +158,12 @@ int lease_open_canonical_dir(const char *path, int flags)
 		return -errno;
 	if (path[1]) {
 		int sub = lease_open_beneath(fd, path + 1, flags | O_DIRECTORY, 0);
+		struct stat st;
 
 		close(fd);
+		/* O_NOFOLLOW says ENOTDIR for a symlink last: say it. */
+		if (sub == -ENOTDIR && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+			sub = -ELOOP;
 		fd = sub;
 	}
 	return fd;
