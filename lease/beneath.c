@@ -57,16 +57,24 @@ static int openat_walk(int dirfd, const char *rel, int flags, mode_t mode)
 }
 
 /* The fd if it is what `flags` asked for (a regular file unless
- * O_DIRECTORY or O_PATH), else closed and -LEASE_ENOTREG. */
+ * O_DIRECTORY or O_PATH), else closed and -LEASE_ENOTREG; one opened for
+ * writing must have no other hard link (-EMLINK): with
+ * fs.protected_hardlinks off, a store's owner could link any file of the
+ * filesystem there for root to write its epoch into. */
 static int regular_only(int fd, int flags)
 {
 	struct stat st;
+	int r = 0;
 
 	if (fd < 0 || (flags & (O_DIRECTORY | O_PATH)))
 		return fd;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		r = -LEASE_ENOTREG;
+	else if ((flags & O_ACCMODE) != O_RDONLY && st.st_nlink > 1)
+		r = -EMLINK;
+	if (r < 0) {
 		close(fd);
-		return -LEASE_ENOTREG;
+		return r;
 	}
 	return fd;
 }
@@ -174,5 +182,7 @@ const char *lease_strerror(int neg_errno)
 	if (neg_errno == -LEASE_ENOTREG)
 		return "not a regular file (a FIFO, socket, device or "
 		       "directory where a store's file goes)";
+	if (neg_errno == -EMLINK)
+		return "has another hard link (a store's files have one name)";
 	return strerror(-neg_errno);
 }

@@ -91,7 +91,8 @@ void lease_sha256(const void *data, size_t len, uint8_t out[32]);
  * Open `rel` beneath `dirfd`: never through a symlink, "..", or a magic
  * link, never out of dirfd, never waiting on what is there (O_NONBLOCK: a
  * FIFO, a file under a kernel lease), O_CLOEXEC; unless `flags` has
- * O_DIRECTORY or O_PATH, the result is a regular file or -LEASE_ENOTREG.
+ * O_DIRECTORY or O_PATH, the result is a regular file or -LEASE_ENOTREG,
+ * and one opened for writing has a single link, else -EMLINK.
  * The fd or -errno.
  */
 int lease_open_beneath(int dirfd, const char *rel, int flags, mode_t mode);

@@ -100,6 +100,27 @@ static void test_regular_and_dirs(void **state)
 	assert_true(lease_open_beneath(t->dfd, "../outside", O_RDONLY | O_DIRECTORY, 0) < 0);
 }
 
+/* A file with another hard link (fs.protected_hardlinks off lets a
+ * store's owner link anything there): read, never written. */
+static void test_hardlink_not_written(void **state)
+{
+	struct tree *t = *state;
+	char p[PATH_MAX], q[PATH_MAX];
+	int fd;
+
+	at(p, t->outside, "shadow");
+	at(q, t->store, "x.lock");
+	fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(link(p, q), 0);
+	assert_int_equal(lease_open_beneath(t->dfd, "x.lock", O_RDWR | O_CREAT, 0600),
+			 -EMLINK);
+	fd = lease_open_beneath(t->dfd, "x.lock", O_RDONLY, 0);
+	assert_true(fd >= 0);
+	close(fd);
+}
+
 /* A symlink as the first component of a path: nothing is opened, made,
  * removed or renamed where it points. */
 static void test_symlink_in_the_middle(void **state)
@@ -162,6 +183,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_fifo_refused, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_regular_and_dirs, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_hardlink_not_written, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_in_the_middle, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_canonical_swap, tree_setup, tree_teardown),
 	};

@@ -26,7 +26,7 @@ $(id -u "$UB"):400000:65536
 5000:500000:65536
 5001:510000:65536
 5002:520000:65536
-5003:530000:65536
+root:600000:65536
 SUB
 export LEASEFS_SUBUID_FILE=$T/subuid
 
@@ -85,13 +85,14 @@ open_as 400007 100
 ok "a subordinate uid of $UB (numeric owner) got $GOT beside $UB's 30, then EMFILE"
 
 # 3. Every other person at its budget: callers other than uid 0 run into
-#    the reserve (ENFILE), and root's requests still open.
-for o in 5000 5001 5002 5003; do
-	sub=$((500007 + (o - 5000) * 10000))
+#    the reserve (ENFILE), and root's requests still open.  The last asks
+#    from a range root owns: those uids are a person of their own, never
+#    root, and get none of root's reserve.
+for sub in 500007 510007 520007 600007; do
 	open_as $sub 100
-	echo "   uid $sub ($o's): $GOT, then $WHY"
+	echo "   uid $sub: $GOT, then $WHY"
 done
-[ "$WHY" = ENFILE ] || fail "the last person got $GOT, then $WHY (want ENFILE: only the reserve left)"
+[ "$WHY" = ENFILE ] && [ "$GOT" -eq 0 ] || fail "uid 600007 (root's range) got $GOT, then $WHY (want ENFILE: only root's reserve left)"
 open_as 0 5
 [ "$GOT" -eq 5 ] || fail "root opened $GOT, then $WHY, with every user at budget (the reserve)"
 [ "$(cat "$M/f")" = data ] || fail "root cannot read with every user at budget"
