@@ -39,6 +39,10 @@ struct lfs_config {
 				    * and uid 0's reserve leave of fd_limit */
 	const char *subuid_path;   /* the subordinate uid ranges (/etc/subuid);
 				    * NULL: none */
+	bool allow_stacked_root;   /* root may be on FUSE or overlayfs; else
+				    * lfs_new() refuses it with -EXDEV (the
+				    * command checked it before; this is the
+				    * root as the daemon opened it) */
 	bool passthrough;          /* serve read-only opens' reads from the
 				    * backing file in the kernel (FUSE
 				    * passthrough), where the session's

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -456,6 +457,17 @@ static int open_canonical_dir(const char *path)
 	return (int)fd;
 }
 
+/* On FUSE or overlayfs, whose writers behind the layer leasefs cannot
+ * see (fs/cli/stacked.c says which and why). */
+static bool root_is_stacked(int fd)
+{
+	struct statfs sf;
+
+	return fstatfs(fd, &sf) == 0 &&
+	       ((unsigned long)sf.f_type == 0x65735546 /* FUSE_SUPER_MAGIC */ ||
+		(unsigned long)sf.f_type == 0x794c7630 /* OVERLAYFS_SUPER_MAGIC */);
+}
+
 int open_root(struct lfs *fs)
 {
 	struct stat st;
@@ -467,6 +479,8 @@ int open_root(struct lfs *fs)
 	rc = stat_fd(fs->root.fd, &st);
 	if (rc < 0)
 		return rc;
+	if (!fs->cfg.allow_stacked_root && root_is_stacked(fs->root.fd))
+		return -EXDEV;
 	fs->root.dev = st.st_dev;
 	fs->root.ino = st.st_ino;
 	fs->root_mnt_id = root_mount_id(fs->root.fd);
