@@ -218,7 +218,7 @@ static int record_make(struct fss_store *fs, const char *dir, const char *base,
 		r = fd;
 		goto out;
 	}
-	if (write(fd, text, len) != (ssize_t)len || flock(fd, LOCK_EX) < 0 ||
+	if (write(fd, text, len) != (ssize_t)len || flock(fd, LOCK_EX | LOCK_NB) < 0 ||
 	    renameat(dfd, tmp, dfd, base) < 0) {
 		r = -errno;
 		unlinkat(dfd, tmp, 0);
