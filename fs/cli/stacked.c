@@ -41,6 +41,8 @@ struct mnt_line {
 	char devno[32];          /* major:minor */
 	char point[PATH_MAX];    /* unescaped */
 	char fstype[64];
+	char source[PATH_MAX];   /* unescaped; a leasefs mount's is its ROOT */
+	char super[PATH_MAX];    /* superblock options (truncated if longer) */
 };
 
 /* mountinfo's octal escapes (\040 ...) undone in place. */
@@ -65,11 +67,14 @@ static int parse_mnt_line(char *line, struct mnt_line *m)
 {
 	char point[PATH_MAX], *dash = strstr(line, " - ");
 
+	m->source[0] = m->super[0] = '\0';
 	if (!dash || sscanf(line, "%d %*d %31s %*s %4095s", &m->id, m->devno,
 			    point) != 3 ||
-	    sscanf(dash + 3, "%63s", m->fstype) != 1)
+	    sscanf(dash + 3, "%63s %4095s %4095s", m->fstype, m->source,
+		   m->super) < 1)
 		return -EINVAL;
 	unescape(point);
+	unescape(m->source);
 	snprintf(m->point, sizeof(m->point), "%s", point);
 	return 0;
 }
@@ -176,6 +181,62 @@ static int refuse_leasefs(const struct mount_opts *o, struct holder_find *h,
 			h->desc);
 }
 
+/* A directory behind the layer (bindfs's source, overlay's lower and
+ * upper directories), and what it meets. */
+struct behind {
+	char dir[PATH_MAX];       /* canonical */
+	char root[PATH_MAX];      /* the served ROOT at, above or below it */
+	char desc[PATH_MAX + 256]; /* the leasefs mount serving root */
+};
+
+/* A live leasefs mount whose ROOT is at, above or below b->dir. */
+static int meets_leasefs(const struct mnt_line *m, void *ud)
+{
+	struct behind *b = ud;
+
+	if (strcmp(m->fstype, "fuse.leasefs") != 0 || m->source[0] != '/' ||
+	    !(ws_path_within(b->dir, m->source) || ws_path_within(m->source, b->dir)))
+		return 0;
+	if (!ask_daemon(m->point, b->desc, sizeof(b->desc)))
+		snprintf(b->desc, sizeof(b->desc), "mount point %s", m->point);
+	snprintf(b->root, sizeof(b->root), "%s", m->source);
+	return 1;
+}
+
+/* Whether `dir` (as the layer names it) is a served workspace, at, above
+ * or below: b filled in. */
+static bool behind_is_served(const char *dir, struct behind *b)
+{
+	if (dir[0] != '/' || !realpath(dir, b->dir))
+		return false;
+	return each_mount(meets_leasefs, b) > 0;
+}
+
+/* The layer's directories, those it names: bindfs's source; overlay's
+ * lowerdir (each of a:b:c), upperdir. */
+static bool layer_meets_served(const struct mnt_line *m, bool overlay,
+			       struct behind *b)
+{
+	char opts[PATH_MAX], *save = NULL;
+
+	if (!overlay)
+		return behind_is_served(m->source, b);
+	snprintf(opts, sizeof(opts), "%s", m->super);
+	for (char *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+		char *dirs = NULL, *s2 = NULL;
+
+		if (strncmp(o, "lowerdir=", 9) == 0)
+			dirs = o + 9;
+		else if (strncmp(o, "upperdir=", 9) == 0)
+			dirs = o + 9;
+		for (char *d = dirs ? strtok_r(dirs, ":", &s2) : NULL; d;
+		     d = strtok_r(NULL, ":", &s2))
+			if (behind_is_served(d, b))
+				return true;
+	}
+	return false;
+}
+
 static int open_root_dir(const char *path)
 {
 	struct open_how how = {
@@ -192,6 +253,7 @@ static int open_root_dir(const char *path)
 int check_stacked_root(const struct mount_opts *o, struct lfs_err *err)
 {
 	struct holder_find h = { 0 };
+	struct behind be = { 0 };
 	struct statfs sf;
 	int fd = open_root_dir(o->canon_root), r = 0;
 	bool fuse, overlay;
@@ -212,6 +274,15 @@ int check_stacked_root(const struct mount_opts *o, struct lfs_err *err)
 	if (fuse && h.id >= 0 && each_mount(find_id, &h) > 0 &&
 	    strcmp(h.root.fstype, "fuse.leasefs") == 0) {
 		r = refuse_leasefs(o, &h, err);
+		goto out;
+	}
+	if (h.id >= 0 && !h.found)
+		each_mount(find_id, &h);
+	if (h.found && layer_meets_served(&h.root, overlay, &be)) {
+		r = lfs_fail(err, EXIT_BUSY, -EBUSY, "workspace root %s is a "
+			     "view (%s) of %s, which meets workspace %s of %s: "
+			     "held already", o->canon_root, h.root.fstype,
+			     be.dir, be.root, be.desc);
 		goto out;
 	}
 	if (!o->allow_stacked_root)

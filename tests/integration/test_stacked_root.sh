@@ -47,6 +47,16 @@ PIDS+=("$(status_of "$T/m8" pid)")
 "$LEASEFS" umount "$T/m8"
 ok "a ROOT on bindfs: exit 64 naming --allow-stacked-root; served with --allow-stacked-root and with -o allow_stacked_root"
 
+# 2b. Even asked for: a bindfs view of a held workspace (R1, or the
+#     directory above it) is that workspace, busy, naming its holder.
+B3=$T/bindfs-r1 B4=$T/bindfs-t
+mkdir -p "$B3" "$B4"
+bindfs "$R1" "$B3"; MOUNTS+=("$B3")
+bindfs "$T" "$B4"; MOUNTS+=("$B4")
+expect_refused 75 "$want" --allow-stacked-root "$B3" "$T/m11"
+expect_refused 75 "$want" --allow-stacked-root "$B4" "$T/m12"
+ok "--allow-stacked-root: a bindfs view of a held workspace, or of the directory above it, is busy naming its holder"
+
 # 3. overlayfs: likewise.
 O=$T/ov; mkdir -p "$O/lower" "$O/upper" "$O/work" "$O/merged"
 mount -t overlay overlay -o "lowerdir=$O/lower,upperdir=$O/upper,workdir=$O/work" "$O/merged"
@@ -55,6 +65,11 @@ expect_refused 64 "overlayfs" "$O/merged" "$T/m9"
 mount_ws "$O/merged" "$T/m10" --allow-stacked-root
 echo x > "$T/m10/g" && [ "$(cat "$O/upper/g")" = x ] || fail "--allow-stacked-root: overlay root not served"
 ok "a ROOT on overlayfs: exit 64; served with --allow-stacked-root"
+O2=$T/ov2; mkdir -p "$O2/work" "$O2/merged" "$R1/upper"
+mount -t overlay overlay -o "lowerdir=$O/lower,upperdir=$R1/upper,workdir=$O2/work" "$O2/merged"
+MOUNTS+=("$O2/merged")
+expect_refused 75 "$want" --allow-stacked-root "$O2/merged" "$T/m13"
+ok "--allow-stacked-root: an overlay whose upper directory is in a held workspace is busy naming its holder"
 
 # 4. --help says what leasefs cannot see through a stacked root.
 "$LEASEFS" --help | grep -q "allow-stacked-root" || fail "--help lacks --allow-stacked-root"
