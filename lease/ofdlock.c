@@ -129,7 +129,7 @@ void lease_ofd_unlock_notify(int fd, const char *path, off_t start, off_t len)
 	int w;
 
 	(void)fcntl(fd, F_OFD_SETLK, &fl); /* cannot fail on a lock we hold */
-	w = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	w = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (w >= 0)
 		close(w);
 }

@@ -13,6 +13,9 @@
 /* The commands: argv[0] is the command word.  Each one's --help was
  * answered before it runs (main.c). */
 int cmd_mount(int argc, char **argv);       /* mount.c */
+/* ROOT on another leasefs mount: EXIT_BUSY naming its holder; on another
+ * FUSE filesystem or overlayfs: EXIT_USAGE unless allow_stacked_root. */
+int check_stacked_root(const struct mount_opts *o, struct lfs_err *err); /* stacked.c */
 int cmd_mount_fstab(int argc, char **argv); /* fstab.c: argv[1] is ROOT */
 int cmd_status(int argc, char **argv);      /* clients.c */
 int cmd_watch(int argc, char **argv);

@@ -14,13 +14,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 /* lease revoke: how long to wait for the holder to be fenced; covers the
  * default etcd TTL (15 s) plus its fence margin. */
 #define REVOKE_TIMEOUT_S 30.0
+/* lease list as root: how long one user's store may take to be listed
+ * (it is read as its owner, who can make it slow, never hang root). */
+#define USER_STORE_TIMEOUT_S 5
 
 #include <json-c/json.h>
 
@@ -134,6 +140,31 @@ static int print_user_info(const struct lease_info *in, void *ud)
 	return 0;
 }
 
+/* Reap `pid` within `ms`: 0, or -ETIMEDOUT after killing it (a child
+ * stuck where the kernel does not let SIGKILL in is left to init). */
+static int child_wait(pid_t pid, int ms, int *status)
+{
+	int64_t deadline = lease_deadline_ms(ms);
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0), r = -ETIMEDOUT;
+
+	while (pfd >= 0 && !lease_deadline_passed(deadline)) {
+		struct pollfd p = { .fd = pfd, .events = POLLIN };
+		int64_t left = (deadline - lease_now_ns()) / 1000000 + 1;
+
+		if (poll(&p, 1, (int)left) > 0)
+			break;
+	}
+	if (pfd < 0 || !lease_deadline_passed(deadline))
+		r = 0; /* exited (or no pidfd: the child's own alarm bounds it) */
+	else
+		kill(pid, SIGKILL);
+	if (pfd >= 0)
+		close(pfd);
+	while (waitpid(pid, status, r < 0 ? WNOHANG : 0) < 0 && errno == EINTR)
+		;
+	return r;
+}
+
 /* One user's store listed in a child that is that user (root keeps its
  * own identity for the next). */
 static void list_user_store(const struct passwd *pw, const char *uri)
@@ -144,7 +175,10 @@ static void list_user_store(const struct passwd *pw, const char *uri)
 	int status;
 
 	if (pid == 0) {
-		int r = become_store_owner(uri);
+		int r;
+
+		alarm(USER_STORE_TIMEOUT_S); /* the bound, should the parent's fail */
+		r = become_store_owner(uri);
 
 		if (r == 0)
 			r = lease_store_open(uri, NULL, &st, &le);
@@ -157,8 +191,10 @@ static void list_user_store(const struct passwd *pw, const char *uri)
 		fflush(stdout);
 		_exit(r < 0);
 	}
-	while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	if (pid > 0 && child_wait(pid, USER_STORE_TIMEOUT_S * 1000, &status) < 0)
+		fprintf(stderr, "leasefs: lease list: user %s's store %s did not "
+			"answer within %d s; skipped\n", pw->pw_name, uri,
+			USER_STORE_TIMEOUT_S);
 }
 
 /* Root's `lease list` of the host's store: every user's store too. */

@@ -145,6 +145,9 @@ static int resolve_paths(struct mount_opts *o, const char *mnt,
 	if (is_pseudo_fs(o->canon_root))
 		return usage_error(err, "workspace root %s is on a kernel pseudo "
 				   "filesystem", o->canon_root);
+	r = check_stacked_root(o, err);
+	if (r < 0)
+		return r;
 	r = control_request(o->mountpoint, "status", &reply);
 	free(reply);
 	if (r == 0)

@@ -126,6 +126,7 @@ enum opt_kind {
 	OPT_ATIME,    /* the mount's atime mode (last one wins) */
 	OPT_DIRATIME, /* nodiratime / diratime */
 	OPT_LAZYTIME, /* the superblock's lazytime */
+	OPT_STACKED,  /* allow_stacked_root: --allow-stacked-root */
 };
 
 static const struct mount_opt {
@@ -153,6 +154,7 @@ static const struct mount_opt {
 	{ "norelatime", OPT_ATIME, MOUNT_ATTR_STRICTATIME },
 	{ "nodiratime", OPT_DIRATIME, 1 }, { "diratime", OPT_DIRATIME, 0 },
 	{ "lazytime", OPT_LAZYTIME, 1 }, { "nolazytime", OPT_LAZYTIME, 0 },
+	{ "allow_stacked_root", OPT_STACKED, 1 },
 };
 
 static const struct mount_opt *find_mount_opt(const char *opt)
@@ -223,6 +225,9 @@ static int take_fuse_opt(struct mount_opts *o, const char *opt,
 	case OPT_ALLOW_OTHER:
 		o->allow_other = true;
 		return 0;
+	case OPT_STACKED:
+		o->allow_stacked_root = true;
+		return 0;
 	case OPT_ALWAYS:
 	case OPT_IGNORED:
 		return 0;
@@ -244,7 +249,8 @@ static int add_fuse_opt(struct mount_opts *o, const char *arg,
 }
 
 enum { OPT_PLACEMENT = 256, OPT_LEASES, OPT_SESSION, OPT_WAIT, OPT_TTL,
-       OPT_METRICS_DIR, OPT_FILES_PER_USER, OPT_OWNER, OPT_LOG_LEVEL };
+       OPT_METRICS_DIR, OPT_FILES_PER_USER, OPT_OWNER, OPT_LOG_LEVEL,
+       OPT_ALLOW_STACKED_ROOT };
 
 /*
  * `leasefs mount`'s options: the one table.  getopt's tables, the keys
@@ -285,6 +291,11 @@ static const struct cli_option {
 	  "besides root" },
 	{ "log-level", OPT_LOG_LEVEL, "LEVEL",
 	  "error, warning, notice, info (default) or debug" },
+	{ "allow-stacked-root", OPT_ALLOW_STACKED_ROOT, NULL,
+	  "serve a ROOT on another FUSE filesystem or on\n"
+	  "overlayfs; leasefs cannot see through it: who\n"
+	  "writes the files behind the layer never meets\n"
+	  "this lease (a ROOT on leasefs: always 75)" },
 	{ NULL, 'o', "OPT[,OPT...]", "mount options (below)" },
 	{ NULL, 'f', NULL, "stay in the foreground, messages to stderr" },
 	{ NULL, 'd', NULL, "FUSE debug output (implies -f)" },
@@ -462,6 +473,7 @@ static int parse_mount_opt(struct mount_opts *o, int c, struct lfs_err *err)
 					   "error, warning, notice, info or debug)",
 					   optarg);
 		return 0;
+	case OPT_ALLOW_STACKED_ROOT: o->allow_stacked_root = true; return 0;
 	case 'o': return add_fuse_opt(o, optarg, err);
 	case 'f': o->foreground = true; return 0;
 	case 'd': o->debug = o->foreground = true; return 0;

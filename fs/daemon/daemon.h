@@ -30,6 +30,8 @@ struct mount_opts {
 	gid_t owner_gid;     /* the caller of mount, or --owner=USER[:GROUP] */
 	bool owner_group;    /* the group too (given with --owner) */
 	bool allow_other;    /* -o allow_other (a user's mount: asked for) */
+	bool allow_stacked_root; /* --allow-stacked-root: ROOT may be on
+				  * FUSE or overlayfs (stacked.c) */
 	bool foreground;
 	bool debug;
 	int log_level;       /* --log-level: LOG_ERR..LOG_DEBUG */

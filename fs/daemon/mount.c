@@ -128,6 +128,10 @@ static struct lfs_config policy_for(const struct mount_opts *o,
 		.fd_limit = fds,
 		.inode_fds = inode_fds ? strtol(inode_fds, NULL, 10) : 0,
 		.files_per_user = o->files_per_user,
+		.allow_stacked_root = o->allow_stacked_root,
+		/* LEASEFS_SUBUID_FILE: tests only (a private copy). */
+		.subuid_path = getenv("LEASEFS_SUBUID_FILE")
+			? getenv("LEASEFS_SUBUID_FILE") : "/etc/subuid",
 		.passthrough = env_flag("LEASEFS_PASSTHROUGH",
 					PASSTHROUGH_DEFAULT),
 		.direct_writes = env_flag("LEASEFS_DIRECT_WRITES",
@@ -154,6 +158,10 @@ int open_fs(struct daemon *d, struct lfs_err *err)
 		return lfs_fail(err, EXIT_FAIL, r, "the passthrough serves the "
 				"FUSE operation '%s', which the gate's op table "
 				"does not know", unknown);
+	if (r == -EXDEV)
+		return lfs_fail(err, EXIT_USAGE, r, "workspace root %s is on "
+				"FUSE or overlayfs now (it was not when checked); "
+				"--allow-stacked-root serves it anyway", cfg.root);
 	if (r < 0)
 		return lfs_fail(err, EXIT_FAIL, r,
 				     "cannot start the filesystem on %s: %s",

@@ -33,9 +33,16 @@ struct lfs_config {
 	long inode_fds;            /* inodes that keep an O_PATH fd before
 				    * falling back to file handles; 0 = three
 				    * quarters of fd_limit */
-	long files_per_user;       /* files and directories one caller uid
-				    * may have open; 0 = a quarter of what
-				    * the inodes leave of fd_limit */
+	long files_per_user;       /* files and directories one person (a
+				    * uid and its subordinate uids) may have
+				    * open; 0 = a quarter of what the inodes
+				    * and uid 0's reserve leave of fd_limit */
+	const char *subuid_path;   /* the subordinate uid ranges (/etc/subuid);
+				    * NULL: none */
+	bool allow_stacked_root;   /* root may be on FUSE or overlayfs; else
+				    * lfs_new() refuses it with -EXDEV (the
+				    * command checked it before; this is the
+				    * root as the daemon opened it) */
 	bool passthrough;          /* serve read-only opens' reads from the
 				    * backing file in the kernel (FUSE
 				    * passthrough), where the session's

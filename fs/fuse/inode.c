@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -293,12 +294,16 @@ static int root_mount_id(int fd)
 
 /*
  * Inodes keep their fds while at most half of their budget is spent on
- * files and three quarters on inodes overall (directories are the *at()
- * bases).  What the inodes can never take of fd_limit is the budget of
- * callers' open files and directories; one uid may hold a quarter of it
- * (cfg.files_per_user overrides), so a caller that opens without end gets
- * EMFILE while others still open, and the daemon's own descriptors
- * (outside fd_limit) are never touched.
+ * files and five eighths of fd_limit on inodes overall (directories are
+ * the *at() bases).  What the inodes can never take of fd_limit is the
+ * budget of callers' open files and directories.  An eighth of fd_limit
+ * of it is the reserve, which only uid 0 may take: every other caller
+ * together stops short of it (ENFILE), so root's requests keep working
+ * while every user is at budget.  One person may hold a quarter of the
+ * rest (cfg.files_per_user overrides), so a caller that opens without end
+ * gets EMFILE while others still open.  The daemon's own descriptors
+ * (its lease store, control socket, FUSE device) are outside fd_limit
+ * (fd_reserve()) and never touched.  fs/fuse/README.md, "Budgets".
  */
 void set_fd_budget(struct lfs *fs)
 {
@@ -311,28 +316,38 @@ void set_fd_budget(struct lfs *fs)
 	inodes = fs->cfg.inode_fds > 0 ? fs->cfg.inode_fds : limit;
 	fs->keep_files = inodes / 2;
 	fs->keep_dirs = inodes / 4 * 3;
-	if (fs->keep_dirs > limit / 4 * 3)
-		fs->keep_dirs = limit / 4 * 3;
+	if (fs->keep_dirs > limit / 8 * 5)
+		fs->keep_dirs = limit / 8 * 5;
 	if (fs->keep_files > fs->keep_dirs)
 		fs->keep_files = fs->keep_dirs;
 	fs->open_budget = limit - fs->keep_dirs;
-	if (fs->open_budget < 1)
-		fs->open_budget = 1;
-	fs->per_user = fs->cfg.files_per_user > 0 ? fs->cfg.files_per_user
-						  : fs->open_budget / 4;
+	if (fs->open_budget < 2)
+		fs->open_budget = 2;
+	fs->open_reserve = limit / 8;
+	if (fs->open_reserve >= fs->open_budget)
+		fs->open_reserve = fs->open_budget / 2;
+	fs->per_user = fs->cfg.files_per_user > 0
+		? fs->cfg.files_per_user
+		: (fs->open_budget - fs->open_reserve) / 4;
 	if (fs->per_user < 1)
 		fs->per_user = 1;
 }
 
-/* Caller holds open_lock.  uid's count, or NULL if it has none yet. */
-static struct uid_count *user_find_locked(struct lfs *fs, uid_t uid)
+static size_t person_hash(uint64_t person)
+{
+	return (size_t)((person ^ person >> 32) * UINT64_C(0x9e3779b97f4a7c15) >> 16);
+}
+
+/* Caller holds open_lock.  The person's count, or NULL if it has none. */
+static struct uid_count *user_find_locked(struct lfs *fs, uint64_t person)
 {
 	size_t mask = fs->nusers_cap - 1;
 
 	if (!fs->nusers_cap)
 		return NULL;
-	for (size_t i = uid & mask; fs->users[i].used; i = (i + 1) & mask)
-		if (fs->users[i].uid == uid)
+	for (size_t i = person_hash(person) & mask; fs->users[i].used;
+	     i = (i + 1) & mask)
+		if (fs->users[i].person == person)
 			return &fs->users[i];
 	return NULL;
 }
@@ -346,10 +361,11 @@ static int users_grow_locked(struct lfs *fs)
 	if (!nu)
 		return -ENOMEM;
 	for (size_t i = 0; i < fs->nusers_cap; i++) {
-		size_t j = fs->users[i].uid & (cap - 1);
+		size_t j;
 
 		if (!fs->users[i].used)
 			continue;
+		j = person_hash(fs->users[i].person) & (cap - 1);
 		while (nu[j].used)
 			j = (j + 1) & (cap - 1);
 		nu[j] = fs->users[i];
@@ -360,40 +376,52 @@ static int users_grow_locked(struct lfs *fs)
 	return 0;
 }
 
-/* Caller holds open_lock.  uid's count, added if new; NULL out of memory. */
-static struct uid_count *user_slot_locked(struct lfs *fs, uid_t uid)
+/* Caller holds open_lock.  The person's count, added if new; NULL out of
+ * memory. */
+static struct uid_count *user_slot_locked(struct lfs *fs, uint64_t person)
 {
-	struct uid_count *u = user_find_locked(fs, uid);
+	struct uid_count *u = user_find_locked(fs, person);
 	size_t i;
 
 	if (u)
 		return u;
 	if (fs->nusers + 1 > fs->nusers_cap / 2 && users_grow_locked(fs) < 0)
 		return NULL;
-	for (i = uid & (fs->nusers_cap - 1); fs->users[i].used;
+	for (i = person_hash(person) & (fs->nusers_cap - 1); fs->users[i].used;
 	     i = (i + 1) & (fs->nusers_cap - 1))
 		;
-	fs->users[i] = (struct uid_count){ .uid = uid, .used = true };
+	fs->users[i] = (struct uid_count){ .person = person, .used = true };
 	fs->nusers++;
 	return &fs->users[i];
 }
 
+/* Caller holds open_lock.  Whether all callers but uid 0 may open one
+ * more: their total stays short of the reserve. */
+static bool others_below_reserve_locked(const struct lfs *fs)
+{
+	return fs->open_total - fs->open_root <
+	       fs->open_budget - fs->open_reserve;
+}
+
 int open_get(struct lfs *fs, uid_t uid)
 {
+	uint64_t person = persons_of(&fs->persons, uid);
 	struct uid_count *u;
 	int r = 0;
 
 	pthread_mutex_lock(&fs->open_lock);
-	u = user_slot_locked(fs, uid);
+	u = user_slot_locked(fs, person);
 	if (!u)
 		r = -ENOMEM;
 	else if (u->n >= fs->per_user)
 		r = -EMFILE;
-	else if (fs->open_total >= fs->open_budget)
+	else if (fs->open_total >= fs->open_budget ||
+		 (uid != 0 && !others_below_reserve_locked(fs)))
 		r = -ENFILE;
 	else {
 		u->n++;
 		fs->open_total++;
+		fs->open_root += uid == 0;
 	}
 	pthread_mutex_unlock(&fs->open_lock);
 	return r;
@@ -404,10 +432,11 @@ void open_put(struct lfs *fs, uid_t uid)
 	struct uid_count *u;
 
 	pthread_mutex_lock(&fs->open_lock);
-	u = user_find_locked(fs, uid);
+	u = user_find_locked(fs, persons_of(&fs->persons, uid));
 	if (u && u->n > 0) {
 		u->n--;
 		fs->open_total--;
+		fs->open_root -= uid == 0 && fs->open_root > 0;
 	}
 	pthread_mutex_unlock(&fs->open_lock);
 }
@@ -430,6 +459,17 @@ static int open_canonical_dir(const char *path)
 	return (int)fd;
 }
 
+/* On FUSE or overlayfs, whose writers behind the layer leasefs cannot
+ * see (fs/cli/stacked.c says which and why). */
+static bool root_is_stacked(int fd)
+{
+	struct statfs sf;
+
+	return fstatfs(fd, &sf) == 0 &&
+	       ((unsigned long)sf.f_type == 0x65735546 /* FUSE_SUPER_MAGIC */ ||
+		(unsigned long)sf.f_type == 0x794c7630 /* OVERLAYFS_SUPER_MAGIC */);
+}
+
 int open_root(struct lfs *fs)
 {
 	struct stat st;
@@ -441,6 +481,8 @@ int open_root(struct lfs *fs)
 	rc = stat_fd(fs->root.fd, &st);
 	if (rc < 0)
 		return rc;
+	if (!fs->cfg.allow_stacked_root && root_is_stacked(fs->root.fd))
+		return -EXDEV;
 	fs->root.dev = st.st_dev;
 	fs->root.ino = st.st_ino;
 	fs->root_mnt_id = root_mount_id(fs->root.fd);
@@ -473,6 +515,7 @@ void table_free(struct lfs *fs)
 {
 	free(fs->users);
 	fs->users = NULL;
+	persons_free(&fs->persons);
 	size_t i;
 
 	for (i = 0; fs->buckets && i < fs->nbuckets; i++) {

@@ -148,6 +148,11 @@ int lfs_new(const struct lfs_config *cfg, struct lfs **out)
 	if (rc < 0)
 		goto fail;
 	set_fd_budget(fs);
+	/* Unreadable ranges (not a regular file, too big) count as none:
+	 * each uid is then a person of its own, as before ranges existed. */
+	rc = persons_load(&fs->persons, cfg->subuid_path);
+	if (rc == -ENOMEM)
+		goto fail;
 	rc = open_root(fs);
 	if (rc < 0)
 		goto fail;

@@ -46,6 +46,17 @@ struct lfs_inode {
 	bool cache_stale;       /* ... so the next one must not keep it */
 };
 
+/* Subordinate uids [start, end) and the person they count as. */
+struct subrange {
+	uint32_t start, end;
+	uint64_t person;
+};
+struct persons {
+	struct subrange *r;     /* sorted by start */
+	size_t n;
+	size_t skipped;         /* lines that did not parse */
+};
+
 struct lfs {
 	struct lfs_config cfg;
 	char *root_path;
@@ -72,7 +83,10 @@ struct lfs {
 	long keep_files;        /* keep a non-directory's fd below this many */
 	long keep_dirs;         /* keep a directory's fd below this many */
 	long open_budget;       /* open files and directories, all callers */
-	long per_user;          /* ... and per caller uid */
+	long open_reserve;      /* ... of which only uid 0 may take the last */
+	long per_user;          /* ... and per person (persons.c) */
+	struct persons persons; /* subordinate uid ranges; immutable after
+				 * lfs_new() */
 
 	/* FUSE passthrough (backing.c).  Backing files are opened on a
 	 * detached clone of the root's mount, whose atime flags change
@@ -86,11 +100,13 @@ struct lfs {
 	 * ioctl), never across a reply. */
 	pthread_mutex_t io_lock;
 
-	/* open_lock protects open_total and the per-uid counts in users
-	 * (open addressing; entries are never removed, only go to 0). */
+	/* open_lock protects open_total, open_root and the per-person counts
+	 * in users (open addressing by person key; entries are never
+	 * removed, only go to 0). */
 	pthread_mutex_t open_lock;
 	long open_total;
-	struct uid_count { uid_t uid; long n; bool used; } *users;
+	long open_root;         /* ... of open_total, uid 0's */
+	struct uid_count { uint64_t person; long n; bool used; } *users;
 	size_t nusers_cap;      /* power of two, or 0 */
 	size_t nusers;
 
@@ -224,9 +240,15 @@ fuse_ino_t *known_nodes(struct lfs *fs, size_t *n);
  * from cfg.fd_limit), and how many files and directories callers may have
  * open, in all and per uid. */
 void set_fd_budget(struct lfs *fs);
-/* One more open file or directory for uid: 0, -EMFILE (uid at its
- * limit) or -ENFILE (all callers together at theirs). */
+/* One more open file or directory for uid: 0, -EMFILE (its person at
+ * its limit) or -ENFILE (all callers together at theirs; for callers
+ * other than uid 0, the reserve left). */
 int open_get(struct lfs *fs, uid_t uid);
+/* persons.c: the subordinate ranges in `path` (NULL or missing: none):
+ * 0 or -errno.  A uid's person: its range's owner, else itself. */
+int persons_load(struct persons *p, const char *path);
+uint64_t persons_of(const struct persons *p, uid_t uid);
+void persons_free(struct persons *p);
 void open_put(struct lfs *fs, uid_t uid);
 /* Open the canonical root and make it the pinned root record. */
 int open_root(struct lfs *fs);

@@ -46,15 +46,19 @@ static int file_open(struct lease_store *store, const char *rest,
 	if (r < 0) {
 		lease_err_set(err, LEASE_E_UNREACHABLE, 0, NULL,
 			      "cannot create lease directory %s: %s", dir,
-			      strerror(-r));
+			      lease_strerror(r));
 		goto err_free;
 	}
 	fs->dir = strdup(real);
-	fs->dirfd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* The directory realpath() named, only if no component of it has
+	 * become a symlink since: the store is never somewhere else. */
+	fs->dirfd = lease_open_canonical_dir(real, O_RDONLY);
 	if (!fs->dir || fs->dirfd < 0) {
 		lease_err_set(err, LEASE_E_UNREACHABLE, 0, NULL,
-			      "cannot open lease directory %s: %s", real,
-			      strerror(fs->dir ? errno : ENOMEM));
+			      "cannot open lease directory %s: %s%s", real,
+			      fs->dirfd == -ELOOP ? "a component became a "
+			      "symbolic link while it was opened: " : "",
+			      strerror(!fs->dir ? ENOMEM : -fs->dirfd));
 		r = lease_errkind_errno(LEASE_E_UNREACHABLE);
 		goto err_free;
 	}
@@ -158,7 +162,7 @@ static int grant(struct lease_store *store, const char *name,
 	return 0;
 err_watch:
 	r = lease_err_set(err, LEASE_E_IO, r, name, "cannot watch lease "
-			  "'%s': %s", name, strerror(-r));
+			  "'%s': %s", name, lease_strerror(r));
 err_free:
 	fb_file_lease_destroy(fs, fl);
 	lease_dispose(l);
@@ -178,7 +182,7 @@ static int lock_current(struct file_store *fs, const char *name,
 			return lease_err_set(err, LEASE_E_IO, fd, name,
 					     "cannot open lock file for '%s' in "
 					     "%s: %s", name, fs->dir,
-					     strerror(-fd));
+					     lease_strerror(fd));
 		r = fb_rec_lock(fs, name, fd, deadline);
 		if (r < 0) {
 			close(fd);
@@ -188,7 +192,7 @@ static int lock_current(struct file_store *fs, const char *name,
 						name)
 				: lease_err_set(err, LEASE_E_IO, r, name,
 						"cannot lock record of '%s': %s",
-						name, strerror(-r));
+						name, lease_strerror(r));
 		}
 		if (fb_lockfile_current(fs, name, fd))
 			return fd;
@@ -215,7 +219,7 @@ static bool grant_busy(struct file_store *fs, const char *name,
 	if (fb_rel_path(rel, sizeof(rel), name, ".lock") < 0 ||
 	    fb_abs_path(fs, name, ".lock", path, sizeof(path)) < 0)
 		return false;
-	fd = openat(fs->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	fd = lease_open_beneath(fs->dirfd, rel, O_RDONLY, 0);
 	if (fd < 0)
 		return false;
 	if (fb_grant_is_held(fd, &held) < 0)
@@ -248,7 +252,7 @@ static int file_try_acquire(struct lease_store *store, const char *name,
 	r = fb_grant_trylock(fd);
 	if (r < 0 && r != -EAGAIN) {
 		r = lease_err_set(err, LEASE_E_IO, r, name,
-				  "cannot lock '%s': %s", name, strerror(-r));
+				  "cannot lock '%s': %s", name, lease_strerror(r));
 		goto out_close;
 	}
 	bool contended = r == -EAGAIN;
@@ -330,17 +334,18 @@ out_drop:
 
 static int unlink_files(struct file_store *fs, const char *name)
 {
+	static const char *const exts[] = { ".rec", ".bell", ".lock" };
 	char rel[LEASE_NAME_MAX + 16];
 
-	if (fb_rel_path(rel, sizeof(rel), name, ".rec") < 0 ||
-	    (unlinkat(fs->dirfd, rel, 0) < 0 && errno != ENOENT))
-		return -errno;
-	if (fb_rel_path(rel, sizeof(rel), name, ".bell") < 0 ||
-	    (unlinkat(fs->dirfd, rel, 0) < 0 && errno != ENOENT))
-		return -errno; /* a dead holder's */
-	if (fb_rel_path(rel, sizeof(rel), name, ".lock") < 0 ||
-	    (unlinkat(fs->dirfd, rel, 0) < 0 && errno != ENOENT))
-		return -errno;
+	/* The bell left is a dead holder's. */
+	for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+		int r = fb_rel_path(rel, sizeof(rel), name, exts[i]);
+
+		if (r == 0)
+			r = lease_unlink_beneath(fs->dirfd, rel, 0);
+		if (r < 0 && r != -ENOENT)
+			return r;
+	}
 	return 0;
 }
 
@@ -395,19 +400,19 @@ static int file_revoke(struct lease_store *store, const char *name,
 	if (fd < 0)
 		return lease_err_set(err, LEASE_E_IO, fd, name,
 				     "cannot open lock file of '%s': %s", name,
-				     strerror(-fd));
+				     lease_strerror(fd));
 	r = fb_rec_lock(fs, name, fd, deadline);
 	if (r < 0) {
 		r = lease_err_set(err, r == -ETIMEDOUT ? LEASE_E_TIMEOUT : LEASE_E_IO,
 				  r, name, "cannot lock record of '%s': %s",
-				  name, strerror(-r));
+				  name, lease_strerror(r));
 		goto out_close;
 	}
 	r = fb_grant_is_held(fd, &held);
 	if (r < 0) {
 		r = lease_err_set(err, LEASE_E_IO, r, name,
-				  "cannot test lock of '%s': %s", name,
-				  strerror(-r));
+				  "cannot test lock of '%s': %s/%s.lock: %s",
+				  name, fs->dir, name, lease_strerror(r));
 		goto out_close;
 	}
 	if (held)
@@ -515,7 +520,7 @@ static int file_await_fence(struct lease_store *store, const char *name,
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, name,
 				     "cannot wait for '%s' to be released: %s",
-				     name, strerror(-r));
+				     name, lease_strerror(r));
 	return 0;
 }
 
@@ -543,8 +548,8 @@ static int file_show(struct lease_store *store, const char *name,
 	}
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, name,
-				     "cannot test lock of '%s': %s", name,
-				     strerror(-r));
+				     "cannot test lock of '%s': %s/%s.lock: %s",
+				     name, fs->dir, name, lease_strerror(r));
 	info->within = fb_grants_within(fs, name, info->within_name);
 	if (info->within) {
 		struct rec in;
@@ -591,8 +596,7 @@ static int walk_entry(struct walk *w, int dfd, const char *ent, char *prefix,
 	if (fstatat(dfd, ent, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return 0; /* vanished */
 	if (S_ISDIR(st.st_mode)) {
-		int sub = openat(dfd, ent, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
-				 O_NOFOLLOW);
+		int sub = lease_open_beneath(dfd, ent, O_RDONLY | O_DIRECTORY, 0);
 
 		if (sub < 0)
 			return 0;

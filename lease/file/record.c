@@ -42,8 +42,10 @@ int fb_make_parents(int dirfd, const char *name)
 	snprintf(buf, sizeof(buf), "%s", name);
 	for (char *p = strchr(buf, '/'); p; p = strchr(p + 1, '/')) {
 		*p = '\0';
-		if (mkdirat(dirfd, buf, 0700) < 0 && errno != EEXIST)
-			return -errno;
+		int r = lease_mkdir_beneath(dirfd, buf, 0700);
+
+		if (r < 0 && r != -EEXIST)
+			return r;
 		*p = '/';
 	}
 	return 0;
@@ -57,12 +59,12 @@ int fb_open_parent(int dirfd, const char *name)
 	int fd;
 
 	if (!slash)
-		fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		fd = lease_open_beneath(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
 	else {
 		snprintf(buf, sizeof(buf), "%.*s", (int)(slash - name), name);
-		fd = openat(dirfd, buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		fd = lease_open_beneath(dirfd, buf, O_RDONLY | O_DIRECTORY, 0);
 	}
-	return fd < 0 ? -errno : fd;
+	return fd;
 }
 
 int fb_mkdir_p(const char *path)
@@ -159,7 +161,6 @@ int fb_open_lockfile(struct file_store *fs, const char *name, bool create)
 {
 	char rel[LEASE_NAME_MAX + 16];
 	int r = fb_rel_path(rel, sizeof(rel), name, ".lock");
-	int fd;
 
 	if (r < 0)
 		return r;
@@ -168,10 +169,8 @@ int fb_open_lockfile(struct file_store *fs, const char *name, bool create)
 		if (r < 0)
 			return r;
 	}
-	fd = openat(fs->dirfd, rel,
-		    O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0),
-		    0600);
-	return fd < 0 ? -errno : fd;
+	return lease_open_beneath(fs->dirfd, rel,
+				  O_RDWR | (create ? O_CREAT : 0), 0600);
 }
 
 /* ---- records -------------------------------------------------------- */
@@ -347,19 +346,19 @@ int fb_rec_read(struct file_store *fs, const char *name, struct rec *rec,
 	r = fb_rel_path(rel, sizeof(rel), name, ".rec");
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, name, "name too long");
-	fd = openat(fs->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0 && errno == ENOENT)
+	fd = lease_open_beneath(fs->dirfd, rel, O_RDONLY, 0);
+	if (fd == -ENOENT)
 		return 0;
 	if (fd < 0)
-		return lease_err_set(err, LEASE_E_IO, -errno, name,
+		return lease_err_set(err, LEASE_E_IO, fd, name,
 				     "cannot open lease record %s/%s: %s",
-				     fs->dir, rel, strerror(errno));
+				     fs->dir, rel, lease_strerror(fd));
 	r = read_all(fd, buf, sizeof(buf), &len);
 	close(fd);
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, name,
 				     "cannot read lease record %s/%s: %s",
-				     fs->dir, rel, strerror(-r));
+				     fs->dir, rel, lease_strerror(r));
 	if (exists)
 		*exists = true;
 	buf[len < sizeof(buf) ? len : sizeof(buf) - 1] = '\0';
@@ -405,10 +404,10 @@ static int rec_replace(struct file_store *fs, const char *name, const char *data
 		r = fb_rel_path(tmp, sizeof(tmp), name, ".rec.tmp");
 	if (r < 0)
 		return r;
-	fd = openat(fs->dirfd, tmp,
-		    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	fd = lease_open_beneath(fs->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC,
+				0600);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	r = write_all(fd, data, len);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
@@ -416,10 +415,9 @@ static int rec_replace(struct file_store *fs, const char *name, const char *data
 		r = -errno;
 	if (r < 0)
 		goto out_unlink;
-	if (renameat(fs->dirfd, tmp, fs->dirfd, rel) < 0) {
-		r = -errno;
+	r = lease_rename_beneath(fs->dirfd, tmp, rel);
+	if (r < 0)
 		goto out_unlink;
-	}
 	if (ring)
 		fb_bell_ring(fs, name);
 	dfd = fb_open_parent(fs->dirfd, name);
@@ -429,7 +427,7 @@ static int rec_replace(struct file_store *fs, const char *name, const char *data
 	close(dfd);
 	return r;
 out_unlink:
-	unlinkat(fs->dirfd, tmp, 0);
+	lease_unlink_beneath(fs->dirfd, tmp, 0);
 	return r;
 }
 
@@ -445,7 +443,7 @@ int fb_rec_store(struct file_store *fs, const char *name,
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, name,
 				     "cannot write lease record for '%s' in %s: %s",
-				     name, fs->dir, strerror(-r));
+				     name, fs->dir, lease_strerror(r));
 	return 0;
 }
 

@@ -50,15 +50,15 @@ static int marker_take(struct file_store *fs, const char *scope,
 
 	if (r == 0)
 		r = fb_marker_rel(rel, sizeof(rel), scope, NULL);
-	if (r == 0 && mkdirat(fs->dirfd, rel, 0700) < 0 && errno != EEXIST)
-		r = -errno;
+	if (r == 0 && (r = lease_mkdir_beneath(fs->dirfd, rel, 0700)) == -EEXIST)
+		r = 0;
 	if (r == 0)
 		r = fb_marker_rel(rel, sizeof(rel), scope, name);
 	if (r < 0)
 		return r;
-	fd = openat(fs->dirfd, rel, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	fd = lease_open_beneath(fs->dirfd, rel, O_RDWR | O_CREAT, 0600);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	r = fb_grant_trylock(fd);
 	if (r < 0) {
 		close(fd);
@@ -89,7 +89,7 @@ int fb_markers_take(struct file_store *fs, const char *name,
 		*fds = NULL;
 		return lease_err_set(err, LEASE_E_IO, r, name, "cannot mark "
 				     "'%s' within its scopes: %s", name,
-				     strerror(-r));
+				     lease_strerror(r));
 	}
 	return 0;
 }
@@ -103,7 +103,7 @@ bool fb_name_granted(struct file_store *fs, const char *name, struct rec *rec)
 
 	if (fb_rel_path(rel, sizeof(rel), name, ".lock") < 0)
 		return false;
-	fd = openat(fs->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	fd = lease_open_beneath(fs->dirfd, rel, O_RDONLY, 0);
 	if (fd < 0)
 		return false;
 	if (fb_grant_is_held(fd, &held) < 0)
@@ -127,7 +127,7 @@ unsigned fb_grants_within(struct file_store *fs, const char *name,
 
 	if (fb_marker_rel(rel, sizeof(rel), name, NULL) < 0)
 		return 0;
-	dfd = openat(fs->dirfd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	dfd = lease_open_beneath(fs->dirfd, rel, O_RDONLY | O_DIRECTORY, 0);
 	if (dfd < 0 || !(d = fdopendir(dfd))) {
 		if (dfd >= 0)
 			close(dfd);
@@ -139,7 +139,7 @@ unsigned fb_grants_within(struct file_store *fs, const char *name,
 
 		if (de->d_name[0] == '.')
 			continue;
-		fd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		fd = lease_open_beneath(dirfd(d), de->d_name, O_RDONLY, 0);
 		if (fd < 0)
 			continue;
 		if (fb_grant_is_held(fd, &held) == 0 && held && n++ == 0) {

@@ -95,7 +95,7 @@ void fb_bell_ring(struct file_store *fs, const char *name)
 
 	if (fb_rel_path(rel, sizeof(rel), name, ".bell") < 0)
 		return;
-	p = openat(fs->dirfd, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	p = lease_open_beneath(fs->dirfd, rel, O_PATH, 0);
 	if (p < 0)
 		return;
 	if (fstat(p, &st) == 0 && S_ISSOCK(st.st_mode) &&
@@ -395,7 +395,7 @@ void fb_bell_unlink(struct file_store *fs, struct file_lease *fl)
 	if (!fl->bell_linked)
 		return;
 	if (fb_rel_path(rel, sizeof(rel), fl->lease->name, ".bell") == 0)
-		unlinkat(fs->dirfd, rel, 0);
+		lease_unlink_beneath(fs->dirfd, rel, 0);
 	fl->bell_linked = false;
 }
 

@@ -18,6 +18,7 @@
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -33,9 +34,25 @@ static int bell_addr(struct sockaddr_un *sa, int dfd, const char *base)
 
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
-	n = snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/%s",
-		     dfd, base);
+	n = snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d%s%s",
+		     dfd, base[0] ? "/" : "", base);
 	return n < 0 || (size_t)n >= sizeof(sa->sun_path) ? -ENAMETOOLONG : 0;
+}
+
+/* An O_PATH fd of the socket `base` in dfd, never through a symlink:
+ * the fd, -ENOTSOCK if it is something else, or -errno. */
+static int bell_pin(int dfd, const char *base)
+{
+	struct stat st;
+	int fd = openat(dfd, base, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+		close(fd);
+		return -ENOTSOCK;
+	}
+	return fd;
 }
 
 /* Bound under a unique name, then renamed over a dead holder's bell. */
@@ -196,13 +213,16 @@ int fss_bell_ring(struct fss_store *fs, const char *hex, uint64_t epoch)
 	struct sockaddr_un sa;
 	char base[FSS_HEX_LEN + 8], msg[48];
 	int dfd = fss_openat(fs, HOLDERS, O_PATH | O_DIRECTORY, 0), fd, r;
-	int len;
+	int len, bell;
 
 	if (dfd < 0)
 		return dfd;
 	snprintf(base, sizeof(base), "%s.bell", hex);
 	len = snprintf(msg, sizeof(msg), "revoke %" PRIu64, epoch);
-	r = bell_addr(&sa, dfd, base);
+	/* The socket itself, pinned: a symlink there (the store's owner can
+	 * plant one) would send root's datagram anywhere. */
+	bell = bell_pin(dfd, base);
+	r = bell < 0 ? bell : bell_addr(&sa, bell, "");
 	fd = r < 0 ? r : socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd >= 0) {
 		r = sendto(fd, msg, (size_t)len, MSG_DONTWAIT,
@@ -211,6 +231,8 @@ int fss_bell_ring(struct fss_store *fs, const char *hex, uint64_t epoch)
 	} else if (r == 0) {
 		r = -errno;
 	}
+	if (bell >= 0)
+		close(bell);
 	close(dfd);
 	return r;
 }

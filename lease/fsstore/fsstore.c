@@ -21,6 +21,10 @@
 #include "fsstore_int.h"
 
 /* A reader racing the holder's rewrite may see a torn epoch: re-read. */
+/* How long a contender waits at least for H.acq: a winner holds it for a
+ * write and an fsync; longer is the store's owner holding it (then the
+ * contender is refused as busy, or reports the epoch before). */
+#define ACQ_SETTLE_MS 2000
 #define EPOCH_READS 5
 
 /* ---- paths ---------------------------------------------------------- */
@@ -40,47 +44,9 @@ int fss_lock_rel(char *buf, size_t sz, const char *name)
 		? 0 : -ENAMETOOLONG;
 }
 
-/* Without openat2 (valgrind knows it not): component by component, none
- * followed if it is a symlink; our paths have no "." or "..". */
-static int openat_walk(int dirfd, const char *rel, int flags, mode_t mode)
-{
-	char path[PATH_MAX], *save = NULL, *c, *next;
-	int fd;
-
-	if (snprintf(path, sizeof(path), "%s", rel) >= (int)sizeof(path))
-		return -ENAMETOOLONG;
-	fd = dup(dirfd);
-	if (fd < 0)
-		return -errno;
-	for (c = strtok_r(path, "/", &save); c; c = next) {
-		int sub;
-
-		next = strtok_r(NULL, "/", &save);
-		sub = next ? openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW |
-				    O_CLOEXEC)
-			   : openat(fd, c, flags | O_CLOEXEC | O_NOFOLLOW, mode);
-		sub = sub < 0 ? -errno : sub;
-		close(fd);
-		fd = sub;
-		if (fd < 0)
-			break;
-	}
-	return fd;
-}
-
 int fss_openat(struct fss_store *fs, const char *rel, int flags, mode_t mode)
 {
-	struct open_how how = {
-		.flags = (unsigned)(flags | O_CLOEXEC | O_NOFOLLOW),
-		.mode = (flags & O_CREAT) ? mode : 0u,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-			   RESOLVE_NO_MAGICLINKS,
-	};
-	long fd = syscall(SYS_openat2, fs->dirfd, rel, &how, sizeof(how));
-
-	if (fd < 0 && errno == ENOSYS)
-		return openat_walk(fs->dirfd, rel, flags, (mode_t)how.mode);
-	return fd < 0 ? -errno : (int)fd;
+	return lease_open_beneath(fs->dirfd, rel, flags, mode);
 }
 
 /* What a root daemon makes in DIR belongs to DIR's owner. */
@@ -108,14 +74,15 @@ static int dir_open(struct fss_store *fs, const char *rel, bool create)
 		if (*p != '/' && *p != '\0')
 			continue;
 		*p = '\0';
-		if (mkdirat(fs->dirfd, path, 0700) == 0) {
+		fd = lease_mkdir_beneath(fs->dirfd, path, 0700);
+		if (fd == 0) {
 			fd = fss_openat(fs, path, O_RDONLY | O_DIRECTORY, 0);
 			if (fd >= 0) {
 				give(fs, fd);
 				close(fd);
 			}
-		} else if (errno != EEXIST) {
-			return -errno;
+		} else if (fd != -EEXIST) {
+			return fd;
 		}
 		*p = keep;
 		if (!keep)
@@ -145,9 +112,9 @@ int fss_lock_open(struct fss_store *fs, const char *name, bool create)
 	dfd = dir_open(fs, rel, create);
 	if (dfd < 0)
 		return dfd;
-	fd = openat(dfd, base, (create ? O_RDWR | O_CREAT : O_RDONLY) |
-		    O_CLOEXEC | O_NOFOLLOW, 0600);
-	r = fd < 0 ? -errno : fd;
+	fd = lease_open_beneath(dfd, base, create ? O_RDWR | O_CREAT : O_RDONLY,
+				0600);
+	r = fd;
 	if (fd >= 0 && create)
 		give(fs, fd);
 	close(dfd);
@@ -246,13 +213,12 @@ static int record_make(struct fss_store *fs, const char *dir, const char *base,
 	if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		rnd = (uint64_t)lease_now_ns();
 	snprintf(tmp, sizeof(tmp), ".%s.%016" PRIx64 ".tmp", base, rnd);
-	fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-		    0600);
+	fd = lease_open_beneath(dfd, tmp, O_RDWR | O_CREAT | O_EXCL, 0600);
 	if (fd < 0) {
-		r = -errno;
+		r = fd;
 		goto out;
 	}
-	if (write(fd, text, len) != (ssize_t)len || flock(fd, LOCK_EX) < 0 ||
+	if (write(fd, text, len) != (ssize_t)len || flock(fd, LOCK_EX | LOCK_NB) < 0 ||
 	    renameat(dfd, tmp, dfd, base) < 0) {
 		r = -errno;
 		unlinkat(dfd, tmp, 0);
@@ -329,22 +295,39 @@ static int holder_make(struct fss_store *fs, struct fss_lease *fl)
  * A harness winner takes no such lock: a contender that loses to one in
  * the moment between its lock and its write reports the epoch before.
  */
-static int acq_lock(struct fss_store *fs, const char *hex, int op)
+static int acq_try(int fd, int op)
 {
-	char rel[FSS_HEX_LEN + 32];
-	int fd;
+	while (flock(fd, op | LOCK_NB) < 0)
+		if (errno != EINTR)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return 0;
+}
+
+/* H.acq locked with `op`, waiting for its holder (whose close wakes us)
+ * until `deadline` at most: the store's owner can hold it for ever.  The
+ * fd, -EAGAIN at the deadline, or -errno. */
+static int acq_lock(struct fss_store *fs, const char *hex, int op,
+		    int64_t deadline)
+{
+	char rel[FSS_HEX_LEN + 32], path[PATH_MAX + FSS_HEX_LEN + 32];
+	struct lease_close_watch w;
+	int fd, r;
 
 	snprintf(rel, sizeof(rel), "leasefs/holders/%s.acq", hex);
 	fd = fss_openat(fs, rel, O_RDWR | O_CREAT, 0600);
-	if (fd < 0)
+	if (fd < 0 || (r = acq_try(fd, op)) == 0)
 		return fd;
-	while (flock(fd, op) < 0) {
-		if (errno != EINTR) {
-			int r = -errno;
-
-			close(fd);
-			return r;
-		}
+	snprintf(path, sizeof(path), "%s/%s", fs->dir, rel);
+	if (r == -EAGAIN && lease_close_watch_open(&w, path, IN_CLOSE) == 0) {
+		/* Watch first, then try: a close after the try wakes us. */
+		while ((r = acq_try(fd, op)) == -EAGAIN &&
+		       lease_close_watch_wait(&w, deadline) == 0)
+			;
+		lease_close_watch_close(&w);
+	}
+	if (r < 0) {
+		close(fd);
+		return r;
 	}
 	return fd;
 }
@@ -375,7 +358,7 @@ static int held_settled(struct fss_store *fs, struct fss_lease *fl,
 	/* We hold H.acq ourselves: give it up to wait for the winner's. */
 	close(fl->acq_fd);
 	fl->acq_fd = -1;
-	wait = acq_lock(fs, fl->hex, LOCK_SH);
+	wait = acq_lock(fs, fl->hex, LOCK_SH, lease_deadline_ms(ACQ_SETTLE_MS));
 	if (wait >= 0)
 		close(wait);
 	return held(fs, name, fl->lock_fd, 0, err);
@@ -390,8 +373,8 @@ static int scopes_lock(struct fss_store *fs, struct fss_lease *fl,
 
 		if (fd < 0)
 			return lease_err_set(err, LEASE_E_IO, fd, sc->names[i],
-					     "open lease '%s' in %s: %s",
-					     sc->names[i], fs->dir, strerror(-fd));
+					     "open lease '%s': %s/leases/%s.lock: %s",
+					     sc->names[i], fs->dir, sc->names[i], lease_strerror(fd));
 		fl->scope_fds[i] = fd;
 		if (flock(fd, LOCK_SH | LOCK_NB) < 0)
 			return errno == EWOULDBLOCK
@@ -415,8 +398,8 @@ static int name_lock(struct fss_store *fs, struct fss_lease *fl,
 	if (fd < 0)
 		return lease_err_set(err, fd == -ENAMETOOLONG ? LEASE_E_BADNAME
 				     : LEASE_E_IO, fd, name,
-				     "open lease '%s' in %s: %s", name, fs->dir,
-				     strerror(-fd));
+				     "open lease '%s': %s/leases/%s.lock: %s", name, fs->dir, name,
+				     lease_strerror(fd));
 	fl->lock_fd = fd;
 	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 		return 0;
@@ -513,7 +496,7 @@ static int grant(struct lease_store *store, struct fss_lease *fl,
 		r = fss_bell_open(fs, fl);
 	if (r < 0) {
 		lease_err_set(err, LEASE_E_IO, r, name, "lease '%s' in %s: its "
-			      "records: %s", name, fs->dir, strerror(-r));
+			      "records: %s", name, fs->dir, lease_strerror(r));
 		fss_lease_drop(fs, fl, l);
 		l->priv = NULL;
 		lease_dispose(l);
@@ -532,17 +515,26 @@ static int fss_try_acquire(struct lease_store *store, const char *name,
 	uint64_t epoch = 0;
 	int r;
 
-	(void)deadline; /* every step is a non-blocking try or local I/O */
+	/* Every step is a non-blocking try or local I/O, but for H.acq's
+	 * wait, bounded by `deadline`. */
 	if (!fl)
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name,
 				     "out of memory");
 	r = scopes_lock(fs, fl, sc, err);
 	if (r == 0) {
-		fl->acq_fd = acq_lock(fs, fl->hex, LOCK_EX);
-		if (fl->acq_fd < 0)
+		int64_t settle = lease_deadline_ms(ACQ_SETTLE_MS);
+
+		/* A winner's section is short: wait it out even past a
+		 * deadline of 0, so that a refusal names its epoch. */
+		fl->acq_fd = acq_lock(fs, fl->hex, LOCK_EX,
+				      deadline > settle ? deadline : settle);
+		if (fl->acq_fd == -EAGAIN)
+			r = held(fs, name, -1, 0, err);
+		else if (fl->acq_fd < 0)
 			r = lease_err_set(err, LEASE_E_IO, fl->acq_fd, name,
-					  "lease '%s' in %s: %s", name, fs->dir,
-					  strerror(-fl->acq_fd));
+					  "lease '%s': %s/leasefs/holders/%s.acq: "
+					  "%s", name, fs->dir, fl->hex,
+					  lease_strerror(fl->acq_fd));
 	}
 	if (r == 0)
 		r = name_lock(fs, fl, name, err);
@@ -640,11 +632,20 @@ static int fss_open(struct lease_store *store, const char *rest,
 				  rest ? rest : "");
 		goto fail;
 	}
-	if ((mkdir(rest, 0700) < 0 && errno != EEXIST) || !realpath(rest, real) ||
-	    (fs->dirfd = open(real, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
-	    fstat(fs->dirfd, &st) < 0 || !(fs->dir = strdup(real))) {
+	if ((mkdir(rest, 0700) < 0 && errno != EEXIST) || !realpath(rest, real)) {
 		r = lease_err_set(err, LEASE_E_UNREACHABLE, 0, NULL, "fsstore %s: "
-				  "%s", rest, strerror(errno ? errno : ENOMEM));
+				  "%s", rest, strerror(errno));
+		goto fail;
+	}
+	/* The directory realpath() named, only if no component of it has
+	 * become a symlink since: the store is never somewhere else. */
+	fs->dirfd = lease_open_canonical_dir(real, O_PATH);
+	if (fs->dirfd < 0 || fstat(fs->dirfd, &st) < 0 ||
+	    !(fs->dir = strdup(real))) {
+		r = lease_err_set(err, LEASE_E_UNREACHABLE, 0, NULL, "fsstore %s: "
+				  "%s%s", real, fs->dirfd == -ELOOP ? "a component "
+				  "became a symbolic link while it was opened: " : "",
+				  strerror(fs->dirfd < 0 ? -fs->dirfd : errno ? errno : ENOMEM));
 		goto fail;
 	}
 	fs->owner = st.st_uid;
@@ -654,7 +655,7 @@ static int fss_open(struct lease_store *store, const char *rest,
 	if (r < 0) {
 		r = lease_err_set(err, LEASE_E_UNREACHABLE, 0, NULL, "fsstore %s: "
 				  "cannot make its directories: %s", real,
-				  strerror(-r));
+				  lease_strerror(r));
 		goto fail;
 	}
 	store->priv = fs;

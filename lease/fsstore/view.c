@@ -106,9 +106,9 @@ unsigned fss_within(struct fss_store *fs, const char *name, char *first,
 
 		if (de->d_name[0] == '.')
 			continue;
-		fd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		fd = lease_open_beneath(dirfd(d), de->d_name, O_RDONLY, 0);
 		if (fd < 0)
-			continue;
+			continue; /* gone, or not a marker: not a grant */
 		k = pread(fd, buf, sizeof(buf) - 1, 0);
 		if (k > 0 && record_live(fd)) {
 			buf[k] = '\0';
@@ -145,8 +145,8 @@ static int show_in(struct fss_view *v, struct lease_store *store,
 	if (fd == -ENOENT)
 		return 0;
 	if (fd < 0)
-		return lease_err_set(err, LEASE_E_IO, fd, name, "open lease '%s' "
-				     "in %s: %s", name, fs->dir, strerror(-fd));
+		return lease_err_set(err, LEASE_E_IO, fd, name, "open lease '%s': "
+				     "%s/leases/%s.lock: %s", name, fs->dir, name, lease_strerror(fd));
 	r = fss_epoch_read(fs, fd, name, false, &info->epoch, err);
 	if (r == 0 && fss_lock_held_in(v, fs, name, fd, info->epoch, &pid) > 0) {
 		info->state = LEASE_STATE_HELD;
@@ -183,6 +183,8 @@ struct walk {
 	void *ud;
 	int stop;
 	struct fss_view view; /* one look at the holders for the whole walk */
+	int failed;           /* the first name that could not be read ... */
+	struct lease_err *err; /* ... said here; the walk goes on */
 };
 
 /* Every NAME.lock below leases/PREFIX, depth first. */
@@ -202,8 +204,8 @@ static int walk_dir(struct walk *w, int dfd, char *prefix, size_t plen)
 			continue;
 		memcpy(prefix + plen, de->d_name, n + 1);
 		if (de->d_type == DT_DIR) {
-			int sub = openat(dirfd(d), de->d_name, O_RDONLY |
-					 O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			int sub = lease_open_beneath(dirfd(d), de->d_name,
+						     O_RDONLY | O_DIRECTORY, 0);
 
 			prefix[plen + n] = '/';
 			prefix[plen + n + 1] = '\0';
@@ -213,9 +215,16 @@ static int walk_dir(struct walk *w, int dfd, char *prefix, size_t plen)
 			struct lease_info info;
 
 			prefix[plen + n - 5] = '\0';
-			if (lease_name_validate(prefix, NULL) == 0 &&
-			    show_in(&w->view, w->store, prefix, &info, NULL) == 0)
+			struct lease_err e = { 0 };
+			int r;
+
+			if (lease_name_validate(prefix, NULL) < 0)
+				continue;
+			r = show_in(&w->view, w->store, prefix, &info, &e);
+			if (r == 0)
 				w->stop = w->cb(&info, w->ud);
+			else if (!w->failed && (w->failed = r) && w->err)
+				*w->err = e;
 		}
 	}
 	closedir(d);
@@ -226,17 +235,17 @@ int fss_list(struct lease_store *store, lease_list_cb cb, void *userdata,
 	     struct lease_err *err)
 {
 	struct fss_store *fs = fss_of(store);
-	struct walk w = { store, cb, userdata, 0, { 0 } };
+	struct walk w = { store, cb, userdata, 0, { 0 }, 0, err };
 	char prefix[LEASE_NAME_MAX + 16] = "";
 	int dfd = fss_openat(fs, "leases", O_RDONLY | O_DIRECTORY, 0), r;
 
 	if (dfd < 0)
 		return lease_err_set(err, LEASE_E_IO, dfd, NULL, "fsstore %s: "
-				     "leases: %s", fs->dir, strerror(-dfd));
+				     "leases: %s", fs->dir, lease_strerror(dfd));
 	fss_view_init(&w.view);
 	r = walk_dir(&w, dfd, prefix, 0);
 	fss_view_free(&w.view);
-	return r;
+	return r ? r : w.failed;
 }
 
 /* ---- revoke --------------------------------------------------------- */
@@ -255,8 +264,8 @@ int fss_revoke(struct lease_store *store, const char *name, int64_t deadline,
 	if (fd == -ENOENT)
 		return lease_err_not_held(err, name);
 	if (fd < 0)
-		return lease_err_set(err, LEASE_E_IO, fd, name, "open lease '%s' "
-				     "in %s: %s", name, fs->dir, strerror(-fd));
+		return lease_err_set(err, LEASE_E_IO, fd, name, "open lease '%s': "
+				     "%s/leases/%s.lock: %s", name, fs->dir, name, lease_strerror(fd));
 	r = fss_epoch_read(fs, fd, name, false, epoch, err);
 	if (r == 0 && fss_lock_held(fs, name, fd, *epoch, &pid) <= 0)
 		r = lease_err_not_held(err, name);
@@ -275,7 +284,7 @@ int fss_revoke(struct lease_store *store, const char *name, int64_t deadline,
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, name, "revoke '%s' in "
 				     "%s: cannot tell its holder: %s", name,
-				     fs->dir, strerror(-r));
+				     fs->dir, lease_strerror(r));
 	return 0;
 }
 
@@ -295,7 +304,7 @@ static int fenced(struct fss_store *fs, const char *name, int fd,
 		*yes = r == 0;
 	if (r < 0 && err && err->kind == LEASE_OK)
 		r = lease_err_set(err, LEASE_E_IO, r, name, "who holds lease "
-				  "'%s': %s", name, strerror(-r));
+				  "'%s': %s", name, lease_strerror(r));
 	return r < 0 ? r : 0;
 }
 
@@ -336,7 +345,7 @@ int fss_await_fence(struct lease_store *store, const char *name,
 	*out = fd == -ENOENT ? LEASE_FENCE_ACKED : LEASE_FENCE_PENDING;
 	if (fd < 0)
 		return fd == -ENOENT ? 0 : lease_err_set(err, LEASE_E_IO, fd, name,
-					"open lease '%s': %s", name, strerror(-fd));
+					"open lease '%s': %s/leases/%s.lock: %s", name, fs->dir, name, lease_strerror(fd));
 	fss_hex(name, hex);
 	fss_lock_rel(rel, sizeof(rel), name);
 	snprintf(path, sizeof(path), "%s/%s", fs->dir, rel);
@@ -344,7 +353,7 @@ int fss_await_fence(struct lease_store *store, const char *name,
 	if (r < 0) {
 		close(fd);
 		return lease_err_set(err, LEASE_E_IO, r, name, "watch %s: %s",
-				     path, strerror(-r));
+				     path, lease_strerror(r));
 	}
 	for (;;) {
 		/* The record first: it outlives the grant's lock, so a record

@@ -145,7 +145,7 @@ mkdir -p "$O/lower" "$O/upper" "$O/work" "$O/merged"
 echo layered >"$O/lower/f"
 MOUNTS+=("$O/merged")
 if mount -t overlay overlay -o "lowerdir=$O/lower,upperdir=$O/upper,workdir=$O/work" "$O/merged" 2>/dev/null; then
-	LEASEFS_PASSTHROUGH=1 mount_ws "$O/merged" "$T/movl"
+	LEASEFS_PASSTHROUGH=1 mount_ws "$O/merged" "$T/movl" --allow-stacked-root
 	[ "$(cat "$T/movl/f")" = layered ] || fail "read on an overlayfs root"
 	wait_until 5 has_line '^False$' fuse_get "$T/movl" passthrough ||
 		fail "overlayfs root: passthrough still said on"

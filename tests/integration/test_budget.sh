@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Open-file budgets are per person (issue 33, finding 3): a uid inside a
+# subordinate range (/etc/subuid) counts as its range's owner, and uid 0
+# keeps a reserve no other caller can take.  The ranges come from a
+# private copy (LEASEFS_SUBUID_FILE, read by the daemon for tests only):
+# owners by name and by number, with malformed lines among them.  The
+# daemon runs at `ulimit -n 1024` (its budget: 248 open files, 82 of them
+# uid 0's reserve, 41 per person).  Users are created here, removed at exit.
+. "$(dirname "$0")/lib.sh"
+
+UA=lfs-bud-a UB=lfs-bud-b
+for u in $UA $UB; do
+	userdel "$u" >/dev/null 2>&1 || true
+	useradd --system --no-create-home --shell /usr/sbin/nologin "$u"
+	at_exit "userdel $u"
+done
+chmod 755 "$T"
+cat > "$T/subuid" <<SUB
+# a comment, then malformed lines the daemon must skip
+garbage
+$UA:notanumber:65536
+$UA:300000
+:310000:10
+$UA:300000:65536
+$(id -u "$UB"):400000:65536
+5000:500000:65536
+5001:510000:65536
+5002:520000:65536
+root:600000:65536
+SUB
+export LEASEFS_SUBUID_FILE=$T/subuid
+
+cat > "$T/opener.py" <<'PY'
+import errno, os, sys
+fds = []
+try:
+    while len(fds) < int(sys.argv[2]):
+        fds.append(os.open(sys.argv[1], os.O_RDONLY))
+    print(len(fds), "none", flush=True)
+except OSError as e:
+    print(len(fds), errno.errorcode[e.errno], flush=True)
+sys.stdin.readline()
+PY
+
+R=$T/root M=$T/mnt
+mkdir -p "$R"; echo data > "$R/f"; chmod 755 "$R"; chmod 644 "$R/f"
+(ulimit -n 1024 && mount_ws "$R" "$M")
+DAEMON_PID=$(status_of "$M" pid); PIDS+=("$DAEMON_PID"); MOUNTS+=("$M")
+
+# open_as UID MAX: a process of UID (no name needed) opens $M/f up to MAX
+# times and holds them; sets GOT (count) and WHY (errno name or none).
+# Its stdin is kept in HOLD_FDS, its pid in PIDS.
+HOLD_FDS=()
+open_as() {
+	local uid=$1 max=$2 in out
+	in=$(mktemp -u "$T/in.XXXX"); out=$(mktemp -u "$T/out.XXXX")
+	mkfifo "$in" "$out"
+	setpriv --reuid="$uid" --regid="$uid" --clear-groups \
+		/usr/bin/python3 -u "$T/opener.py" "$M/f" "$max" <"$in" >"$out" &
+	PIDS+=("$!"); disown "$!"
+	exec {fd}>"$in"; HOLD_FDS+=("$fd")
+	read -r GOT WHY <"$out" || fail "opener as uid $uid said nothing"
+}
+
+# 1. Eight subordinate uids of UA, each opening up to 100 files: together
+#    they get UA's budget, then EMFILE; nobody else gets ENFILE.
+total=0
+for i in 0 1 2 3 4 5 6 7; do
+	open_as $((300000 + i)) 100
+	total=$((total + GOT))
+	echo "   uid $((300000 + i)) ($UA's): $GOT, then $WHY"
+	[ "$WHY" = EMFILE ] || fail "uid $((300000 + i)) of $UA: $WHY after $GOT (want EMFILE: the person's budget)"
+done
+[ "$total" -ge 20 ] && [ "$total" -le 64 ] || fail "$UA's subordinate uids together opened $total (want one person's budget)"
+open_as "$(id -u "$UB")" 30
+[ "$GOT" -eq 30 ] || fail "$UB opened $GOT, then $WHY, while $UA's subordinate uids held $total"
+open_as 0 30
+[ "$GOT" -eq 30 ] || fail "root opened $GOT, then $WHY, while $UA's subordinate uids held $total"
+ok "eight subordinate uids of $UA held $total files (one budget), then EMFILE; $UB and root still opened 30 each"
+
+# 2. A subordinate uid of UB (numeric owner) shares UB's budget: it gets
+#    only what UB's 30 left.
+open_as 400007 100
+[ "$WHY" = EMFILE ] && [ $((GOT + 30)) -le 64 ] || fail "uid 400007 ($UB's) opened $GOT beside $UB's 30, then $WHY"
+ok "a subordinate uid of $UB (numeric owner) got $GOT beside $UB's 30, then EMFILE"
+
+# 3. Every other person at its budget: callers other than uid 0 run into
+#    the reserve (ENFILE), and root's requests still open.  The last asks
+#    from a range root owns: those uids are a person of their own, never
+#    root, and get none of root's reserve.
+for sub in 500007 510007 520007 600007; do
+	open_as $sub 100
+	echo "   uid $sub: $GOT, then $WHY"
+done
+[ "$WHY" = ENFILE ] && [ "$GOT" -eq 0 ] || fail "uid 600007 (root's range) got $GOT, then $WHY (want ENFILE: only root's reserve left)"
+open_as 0 5
+[ "$GOT" -eq 5 ] || fail "root opened $GOT, then $WHY, with every user at budget (the reserve)"
+[ "$(cat "$M/f")" = data ] || fail "root cannot read with every user at budget"
+timeout 5 "$LEASEFS" status "$M" >/dev/null || fail "status does not answer"
+[ "$(status_of "$M" state)" = held ] || fail "lease not held"
+ok "every person at budget: the next gets ENFILE, root still opens (reserve), status answers, lease held"
+
+for fd in "${HOLD_FDS[@]}"; do exec {fd}>&-; done
