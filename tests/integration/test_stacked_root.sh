@@ -72,6 +72,6 @@ expect_refused 75 "$want" --allow-stacked-root "$O2/merged" "$T/m13"
 ok "--allow-stacked-root: an overlay whose upper directory is in a held workspace is busy naming its holder"
 
 # 4. --help says what leasefs cannot see through a stacked root.
-"$LEASEFS" --help | grep -q "allow-stacked-root" || fail "--help lacks --allow-stacked-root"
-"$LEASEFS" --help | grep -q "cannot see through" || fail "--help does not say what leasefs cannot see"
+"$LEASEFS" mount --help | grep -q "allow-stacked-root" || fail "--help lacks --allow-stacked-root"
+"$LEASEFS" mount --help | grep -q "cannot see through" || fail "--help does not say what leasefs cannot see"
 ok "--help describes --allow-stacked-root"
