@@ -195,11 +195,13 @@ fc_psql() { srv "$PG_BIN/psql" -X -At -h 127.0.0.1 -p 5432 -U leasefs postgres -
 
 fc_nats_up() {
 	local before
-	before=$(grep -c "Server is ready" "$T/nats.log" 2>/dev/null || true)
+	touch "$T/nats.log"
+	before=$(grep -c "Server is ready" "$T/nats.log" || true)
 	ip netns exec "$FC_NS_S" nats-server -a 0.0.0.0 -p 4222 -js -sd "$T/js" >>"$T/nats.log" 2>&1 &
 	FC_NATS_PID=$!
+	disown "$FC_NATS_PID"   # its kill -9 is a fault, not news
 	PIDS+=("$FC_NATS_PID")
-	wait_until 10 bash -c "[ \$(grep -c 'Server is ready' '$T/nats.log') -gt ${before:-0} ]" ||
+	wait_until 10 bash -c "[ \$(grep -c 'Server is ready' '$T/nats.log') -gt $before ]" ||
 		fail "nats-server did not start: $(tail -5 "$T/nats.log")"
 }
 fc_nats_kill() { kill -9 "$FC_NATS_PID" 2>/dev/null || true; wait_pid_gone "$FC_NATS_PID" 10 || fail "nats-server did not die"; }
@@ -286,6 +288,7 @@ fc_run() {
 		"$LEASEFS" mount -f --leases="$uri_a" --ttl=$FC_TTL --wait=40 "$FC_ROOT" "$T/ma" \
 		>"$T/m.a" 2>&1 &
 	da=$!
+	disown "$da"
 	PIDS+=("$da")
 	wait_until 60 on a "$LEASEFS" status "$T/ma" --json >/dev/null 2>&1 ||
 		fail "$store $fault $n: A did not mount: $(cat "$T/m.a")"
@@ -355,7 +358,8 @@ fc_run() {
 	kill "$bpid" 2>/dev/null || true
 	kill -CONT "$da" 2>/dev/null || true
 	on a timeout 20 "$LEASEFS" umount "$T/ma" >/dev/null 2>&1 || { kill -9 "$da" 2>/dev/null; on a umount -l "$T/ma" 2>/dev/null; } || true
-	wait "$bpid" "$da" 2>/dev/null || true
+	wait "$bpid" 2>/dev/null || true
+	wait_pid_gone "$da" 20 || { kill -9 "$da" 2>/dev/null; note+="A's daemon did not end at its umount; "; }
 	[ -z "${FC_KEEP:-}" ] || { mkdir -p "$FC_KEEP/$store.$fault.$n"; cp "$T"/m.? "$T"/w.? "$T"/ack.? "$FC_ROOT/$log" "$FC_KEEP/$store.$fault.$n/" 2>/dev/null || true; }
 	[ -z "${FC_REVOKE:-}" ] || note+="revoke: $FC_REVOKE; "
 	FC_REVOKE=
