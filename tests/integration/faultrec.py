@@ -61,8 +61,12 @@ def write(mnt, name, host, ack_path, leasefs):
     st = json.loads(subprocess.run([leasefs, "status", mnt, "--json"], capture_output=True,
                                    text=True, check=True, timeout=30).stdout)
     epoch = int(st["epoch"])
-    fd = os.open(os.path.join(mnt, name), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
-                 0o644)
+    try:
+        fd = os.open(os.path.join(mnt, name),
+                     os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        print(f"stopped: {errno.errorcode.get(e.errno, e.errno)} at open (epoch {epoch})", flush=True)
+        return 0
     ack = open(ack_path, "a", buffering=1)
     print(f"writing {epoch}", flush=True)
     seq = 0

@@ -121,8 +121,8 @@ fc_store() {
 	    FC_URI_PROXY="postgresql://leasefs@127.0.0.1:15432/postgres?sslmode=disable"
 	    FC_PORT=5432 ;;
 	nats) fc_nats_up
-	    FC_URI="nats://$FC_SRV:4222?max_ttl=$FC_TTL"
-	    FC_URI_PROXY="nats://127.0.0.1:15432?max_ttl=$FC_TTL"
+	    FC_URI="nats://$FC_SRV:4222${FC_NATS_PARAMS-?max_ttl=$FC_TTL}"
+	    FC_URI_PROXY="nats://127.0.0.1:15432${FC_NATS_PARAMS-?max_ttl=$FC_TTL}"
 	    FC_PORT=4222 ;;
 	fs) mkdir -p "$T/fsstore"; FC_URI="fsstore:$T/fsstore"; FC_URI_PROXY=$FC_URI; FC_PORT= ;;
 	*) fail "unknown store $1" ;;
@@ -320,12 +320,12 @@ fc_run() {
 			sleep 1
 		done ;;
 	sigstop) kill -STOP "$da"; sleep $((FC_TTL * 2)); kill -CONT "$da" ;;
-	delay) fc_delay 200; sleep $((FC_TTL * 2)); fc_heal_delay ;;
+	delay) fc_delay "${FC_DELAY_MS:-200}"; sleep $((FC_TTL * 2)); fc_heal_delay ;;
 	revoke-part)
 		fc_part both; fc_revoke $((FC_TTL * 3))
 		case $FC_REVOKE_OUT in *"the holder acknowledged"*) falseack=1 ;; esac
 		wait_until $hold b_writes || true; fc_heal_part ;;
-	revoke-slow) fc_delay 200; fc_revoke $((FC_TTL * 3)); wait_until $hold b_writes || true; fc_heal_delay ;;
+	revoke-slow) fc_delay "${FC_DELAY_MS:-200}"; fc_revoke $((FC_TTL * 3)); wait_until $hold b_writes || true; fc_heal_delay ;;
 	revoke-stop)
 		kill -STOP "$da"; fc_revoke 2
 		case $FC_REVOKE_OUT in *"the holder acknowledged"*) falseack=1 ;; esac
@@ -366,6 +366,7 @@ fc_run() {
 	res=$("$PY" "$HERE/faultrec.py" check "$FC_ROOT/$log" "$T/ack.a" "$T/ack.b") || true
 	[ $falseack -eq 0 ] || note+="FALSE ACK: revoke said acknowledged while A could not answer; "
 	note+="A: $(grep -o 'stopped.*' "$T/w.a" || echo 'wrote to the end'); B granted $bgrant"
+	! grep -q stopped "$T/w.b" || note+="; B: $(grep -o 'stopped.*' "$T/w.b")"
 	"$PY" - "$res" "$store" "$fault" "$n" "$dt" "$falseack" "$note" <<-'PY'
 	import json, sys
 	r = json.loads(sys.argv[1])
@@ -377,8 +378,12 @@ fc_run() {
 	# bad: a safety violation; a false acknowledgement is reported apart
 	# (nothing unsafe follows from it by itself) but fails the run too.
 	r["bad"] = int(bool(r["order"] or r["time"] or epoch_bad))
+	# No handover (B never wrote, even once A unmounted): a liveness
+	# failure, reported apart (stuck), failing the run as well.
+	# So is B's --wait mount giving up (it was started again).
+	r["stuck"] = int(len(r["holders"]) < 2 or "B's mount exited" in r["note"])
 	print(json.dumps(r))
-	sys.exit(1 if r["bad"] or r["false_ack"] else 0)
+	sys.exit(1 if r["bad"] or r["false_ack"] or r["stuck"] else 0)
 	PY
 }
 
@@ -400,9 +405,11 @@ fc_table() {
 	        if r[k]:
 	            n[what] = n.get(what, 0) + (r[k] if k == "order" else 1)
 	    if len(r["holders"]) < 2:
-	        n["no handover"] = n.get("no handover", 0) + 1
+	        n["NO HANDOVER (B never wrote)"] = n.get("NO HANDOVER (B never wrote)", 0) + 1
 	    if "exited" in r["note"]:
 	        n["B's --wait mount exited"] = n.get("B's --wait mount exited", 0) + 1
+	    if r["fault"] in ("delay", "pgterm") and "A unmounted" not in r["note"]:
+	        n["the holder lost its lease to the fault"] = n.get("the holder lost its lease to the fault", 0) + 1
 	    if "A unmounted" in r["note"]:
 	        n["handed over by unmount"] = n.get("handed over by unmount", 0) + 1
 	print("| store | fault | runs | violations | max overlap (ms) | notes |")

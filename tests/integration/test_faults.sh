@@ -6,9 +6,10 @@
 # records while a fault strikes, its successor waiting with --wait:
 #   pg    one-way partition (the holder's packets to the server dropped),
 #         SIGSTOP of the holder's daemon past its TTL, revoke during a
-#         both-ways partition
+#         both-ways partition, the server killed -9 for longer than the TTL
+#         and restarted with its store (the successor's --wait outlives it)
 #   nats  server killed -9 and restarted without its store (the bucket's
-#         grace), the holder's clock 1 s slow while it is cut off
+#         grace), the holder's clock 1 s slow while it is cut off, SIGSTOP
 #   fs    revoke of a SIGSTOPped holder (twice): never "acknowledged"
 # No acknowledged record of a holder may come after its successor's first
 # (in the file or in time), and epochs rise.  Skips (77) only where network
@@ -43,11 +44,13 @@ fc_store pg
 run pg part-out 1
 run pg sigstop 1
 run pg revoke-part 1
+run pg kill9 1
 fc_store_stop
 
 fc_store nats
 run nats wipe 1
 run nats skew-slow 1
+run nats sigstop 1
 fc_store_stop
 
 fc_store fs
