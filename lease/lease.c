@@ -279,6 +279,38 @@ void lease_uri_redact(const char *uri, char *out, size_t outsz)
 	out[n] = '\0';
 }
 
+/* Append " scheme:" to `list` unless it is there already. */
+static void add_scheme(char *list, size_t sz, const char *scheme)
+{
+	char item[40];
+	size_t n = strlen(list);
+
+	snprintf(item, sizeof(item), " %s:,", scheme);
+	if (!strstr(list, item) && n < sz)
+		snprintf(list + n, sz - n, "%s", item);
+}
+
+/* An unknown scheme, refused with every scheme this build opens. */
+static int unknown_scheme(const char *uri, struct lease_err *err)
+{
+	const struct lease_backend *be;
+	char list[256] = "";
+	size_t n;
+
+	for (size_t i = 0; (be = backend_at(i)) != NULL; i++)
+		if (strcmp(be->scheme, "mem") != 0) /* tests only */
+			add_scheme(list, sizeof(list), be->scheme);
+#ifdef LEASEFS_MODULE_DIR
+	for (size_t i = 0; i < NMODULAR; i++)
+		add_scheme(list, sizeof(list), modular[i].scheme);
+#endif
+	n = strlen(list);
+	if (n)
+		list[n - 1] = '\0'; /* the last comma */
+	return lease_err_set(err, LEASE_E_USAGE, 0, NULL, "unknown lease store "
+			     "URI '%s' (the schemes are%s)", uri, list);
+}
+
 int lease_store_open(const char *uri, const struct lease_store_opts *opts,
 		     struct lease_store **out, struct lease_err *err)
 {
@@ -300,12 +332,7 @@ int lease_store_open(const char *uri, const struct lease_store_opts *opts,
 	}
 #endif
 	if (!be)
-		return lease_err_set(err, LEASE_E_USAGE, 0, NULL,
-				     "unknown lease store URI '%s' (expected file:DIR"
-#if defined(LEASEFS_HAVE_ETCD) || defined(LEASEFS_MODULE_DIR)
-				     ", etcd://HOST:PORT or etcds://HOST:PORT"
-#endif
-				     ")", uri);
+		return unknown_scheme(uri, err);
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");

@@ -361,6 +361,11 @@ static void test_placement_parse(void **state)
 	assert_int_equal(p, PLACEMENT_SESSION);
 	assert_int_equal(placement_parse("shared", &p), 0);
 	assert_int_equal(p, PLACEMENT_SHARED);
+	assert_int_equal(placement_parse("observer", &p), 0);
+	assert_int_equal(p, PLACEMENT_OBSERVER);
+	assert_int_equal(placement_get(p)->writes, false);
+	assert_int_equal(placement_get(p)->root_lease, false);
+	assert_int_equal(placement_get(p)->host_lock, false);
 	assert_int_equal(placement_parse("Shared", &p), -EINVAL);
 	assert_int_equal(placement_parse("", &p), -EINVAL);
 	assert_string_equal(coord_state_str(COORD_SHUTTING_DOWN),
@@ -493,6 +498,7 @@ int main(void)
 		T(test_session_placement),
 		T(test_session_placement_not_a_dir),
 		T(test_shared_placement),
+		T(test_observer_placement),
 		T(test_lease_dir_inside_root_refused),
 		T(test_lease_dir_sibling_prefix_accepted),
 		T(test_session_lost_while_waiting_retries),

@@ -68,6 +68,7 @@ void test_free_without_shutdown_is_orderly(void **state);
 void test_session_placement(void **state);
 void test_session_placement_not_a_dir(void **state);
 void test_shared_placement(void **state);
+void test_observer_placement(void **state);
 void test_lease_dir_inside_root_refused(void **state);
 void test_lease_dir_sibling_prefix_accepted(void **state);
 

@@ -286,6 +286,37 @@ void test_shared_placement(void **state)
 	coord_free(c);
 }
 
+/* Observer placement: only its session lease; no mutation is ever admitted
+ * (the gate answers EROFS), while healthy and after a loss alike, and a
+ * writer takes the root lease beside it. */
+void test_observer_placement(void **state)
+{
+	struct fx *f = *state;
+	struct lease_err err = { 0 };
+	struct lease *root = NULL;
+	char name[LEASE_NAME_MAX + 1];
+	struct coord *c;
+
+	f->cfg.placement = PLACEMENT_OBSERVER;
+	c = fx_open(f);
+	assert_string_equal(coord_root_lease_name(c), "");
+	fx_assert_only_session_held(f);
+	assert_int_equal(coord_healthy(c), 0);
+	assert_int_equal(coord_enter(c), -EROFS);
+	assert_int_equal(coord_inflight(c), 0);
+	assert_int_equal(ws_root_name(f->canon, name, sizeof(name)), 0);
+	assert_int_equal(lease_acquire(f->store, name, 0, &root, &err), 0);
+	assert_int_equal(coord_enter(c), -EROFS);
+	assert_int_equal(lease_mem_force_loss(f->store, "sessions/" SESSION_UUID,
+					      LEASE_LOSS_TAKEOVER), 0);
+	assert_int_equal(coord_enter(c), -EROFS);
+	assert_int_equal(coord_fence(c, 0), 0);
+	assert_int_equal(coord_shutdown(c, 1000), 0);
+	coord_free(c);
+	assert_int_equal(lease_release(root, lease_deadline_ms(1000)), 0);
+	lease_free(root);
+}
+
 /* ---- lease directory inside the root (file backend) ----------------------- */
 
 static void open_file_store(struct fx *f, const char *dir)

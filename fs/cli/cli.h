@@ -5,13 +5,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "daemon.h"
 #include "roots.h"
 
-extern const char usage_text[];
-
-/* The commands: argv[0] is the command word. */
+/* The commands: argv[0] is the command word.  Each one's --help was
+ * answered before it runs (main.c). */
 int cmd_mount(int argc, char **argv);       /* mount.c */
 int cmd_mount_fstab(int argc, char **argv); /* fstab.c: argv[1] is ROOT */
 int cmd_status(int argc, char **argv);      /* clients.c */
@@ -19,8 +19,22 @@ int cmd_watch(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 int cmd_umount(int argc, char **argv);
 int cmd_lease(int argc, char **argv);       /* lease_cmd.c */
+int cmd_version(int argc, char **argv);     /* main.c */
+int cmd_help(int argc, char **argv);
+
+/* main.c: `cmd`'s short usage to stderr; EXIT_USAGE. */
+int cli_usage(const char *cmd);
+/* "leasefs CMD: <message>" and CMD's short usage to stderr; EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* options.c */
+/* `leasefs mount --help`'s options, from the parser's own table. */
+void print_mount_options(FILE *f);
+/* A store URI as given, with a relative file: or fsstore: directory made
+ * absolute (against the working directory), into out (PATH_MAX + 16):
+ * a store named the same from any directory.  0 or -ENAMETOOLONG. */
+int absolute_store_uri(const char *uri, char *out, size_t sz);
 /* `leasefs mount`'s options and operands into *o (syntax only). */
 int parse_mount(int argc, char **argv, struct mount_opts *o,
 		struct lfs_err *err);

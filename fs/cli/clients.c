@@ -44,15 +44,40 @@ static void print_status_table(const char *json)
 	json_object_put(obj);
 }
 
-static int no_daemon(const char *arg, int r)
+/*
+ * Why `cmd` got no answer for `arg` (r: the control socket's error): not
+ * allowed, a stale mount (its daemon gone: the kernel answers ENOTCONN, or
+ * a leasefs mount is there but nothing listens on its socket), a path that
+ * does not exist, or no leasefs mount.
+ */
+static int no_daemon(const char *cmd, const char *arg, int r)
 {
+	char mnt[PATH_MAX], seen[PATH_MAX];
+	struct stat st;
+
 	if (r == -EACCES) {
-		fprintf(stderr, "leasefs: %s: permission denied (only root and "
-			"the mount's owner may watch or control it)\n", arg);
+		fprintf(stderr, "leasefs %s: %s: permission denied (only root and "
+			"the mount's owner may watch or control it)\n", cmd, arg);
 		return EXIT_DENIED;
 	}
-	fprintf(stderr, "leasefs: no leasefs daemon serves %s: %s\n", arg,
-		strerror(-r));
+	if (is_stale_mount(arg) ||
+	    ((r == -ECONNREFUSED || r == -ENOENT) && realpath(arg, mnt) &&
+	     ws_leasefs_mount(NULL, mnt, seen, sizeof(seen)) == 0)) {
+		fprintf(stderr, "leasefs %s: %s is a stale leasefs mount: its "
+			"daemon is gone; clear it with 'umount -l %s' (root) or "
+			"'fusermount3 -uz %s' (its user)\n", cmd, arg, arg, arg);
+		return EXIT_FAIL;
+	}
+	if (stat(arg, &st) < 0 && errno == ENOENT) {
+		fprintf(stderr, "leasefs %s: %s does not exist\n", cmd, arg);
+		return EXIT_FAIL;
+	}
+	if (r == -ENOENT || r == -ECONNREFUSED)
+		fprintf(stderr, "leasefs %s: no leasefs daemon serves %s (it is "
+			"not a leasefs mount point)\n", cmd, arg);
+	else
+		fprintf(stderr, "leasefs %s: no leasefs daemon serves %s (%s)\n",
+			cmd, arg, strerror(-r));
 	return EXIT_FAIL;
 }
 
@@ -66,20 +91,22 @@ int cmd_status(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0)
 			json = true;
+		else if (argv[i][0] == '-' && argv[i][1])
+			return cli_usage_error(argv[0], "unrecognized option "
+					       "'%s'", argv[i]);
 		else if (!arg)
 			arg = argv[i];
 		else
-			arg = NULL, i = argc;
+			return cli_usage_error(argv[0], "unexpected operand "
+					       "'%s'", argv[i]);
 	}
-	if (!arg) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
+	if (!arg)
+		return cli_usage_error(argv[0], "MOUNTPOINT is needed");
 	r = canonical_mountpoint(arg, mnt);
 	if (r == 0)
 		r = control_request(mnt, "status", &buf);
 	if (r < 0)
-		return no_daemon(arg, r);
+		return no_daemon(argv[0], arg, r);
 	if (json)
 		fputs(buf, stdout);
 	else
@@ -128,10 +155,12 @@ static void print_gone(const char *mnt)
  * code for a usage error (-1: mnt could not be resolved, r set). */
 static int one_mountpoint(int argc, char **argv, char mnt[PATH_MAX], int *r)
 {
-	if (argc != 2) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
+	if (argc < 2)
+		return cli_usage_error(argv[0], "MOUNTPOINT is needed");
+	if (argv[1][0] == '-' && argv[1][1])
+		return cli_usage_error(argv[0], "unrecognized option '%s'", argv[1]);
+	if (argc > 2)
+		return cli_usage_error(argv[0], "unexpected operand '%s'", argv[2]);
 	*r = canonical_mountpoint(argv[1], mnt);
 	return 0;
 }
@@ -146,7 +175,7 @@ int cmd_watch(int argc, char **argv)
 	if (r == 0)
 		r = control_watch(mnt, watch_line, NULL);
 	if (r < 0)
-		return no_daemon(argv[1], r);
+		return no_daemon(argv[0], argv[1], r);
 	if (r > 0)
 		return EXIT_OK;
 	print_gone(mnt);
@@ -164,7 +193,7 @@ int cmd_metrics(int argc, char **argv)
 	if (r == 0)
 		r = control_request(mnt, "metrics", &buf);
 	if (r < 0)
-		return no_daemon(argv[1], r);
+		return no_daemon(argv[0], argv[1], r);
 	fputs(buf, stdout);
 	free(buf);
 	return EXIT_OK;
@@ -173,25 +202,20 @@ int cmd_metrics(int argc, char **argv)
 int cmd_umount(int argc, char **argv)
 {
 	char mnt[PATH_MAX];
-	int r;
+	int r = 0, code = one_mountpoint(argc, argv, mnt, &r);
 
-	if (argc != 2) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
-	r = canonical_mountpoint(argv[1], mnt);
+	if (code)
+		return code;
 	if (r == 0)
 		r = control_umount(mnt, UMOUNT_TIMEOUT_MS);
 	/* No daemon serves it, but a crashed one's mount is there: detach. */
 	if ((r == -ENOENT || r == -ECONNREFUSED) && is_stale_mount(argv[1]))
 		r = clean_stale_mount(argv[1]);
-	if (r == -EACCES)
-		return no_daemon(argv[1], r);
+	if (r == -EACCES || r == -ENOENT || r == -ECONNREFUSED)
+		return no_daemon(argv[0], argv[1], r);
 	if (r < 0) {
-		fprintf(stderr, "leasefs: cannot unmount %s: %s%s\n", argv[1],
-			strerror(-r), r == -ENOENT || r == -ECONNREFUSED ?
-			" (no leasefs daemon serves it; for a stale mount run "
-			"'fusermount3 -uz' on it)" : "");
+		fprintf(stderr, "leasefs umount: cannot unmount %s: %s\n",
+			argv[1], strerror(-r));
 		return EXIT_FAIL;
 	}
 	return EXIT_OK;

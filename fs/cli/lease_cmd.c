@@ -22,6 +22,8 @@
  * default etcd TTL (15 s) plus its fence margin. */
 #define REVOKE_TIMEOUT_S 30.0
 
+#include <json-c/json.h>
+
 #include "cli.h"
 
 static int print_info(const struct lease_info *in, void *ud)
@@ -34,8 +36,9 @@ static int print_info(const struct lease_info *in, void *ud)
 }
 
 /* Revoke, then wait for the holder to be fenced; 1 if it was not. */
-static int revoke_and_wait(struct lease_store *st, const char *name,
-			   double timeout_s, struct lease_err *err)
+static int revoke_and_wait(struct lease_store *st, const char *uri,
+			   const char *name, double timeout_s,
+			   struct lease_err *err)
 {
 	enum lease_fence fence;
 	int r = lease_revoke(st, name, lease_deadline_ms((int64_t)(timeout_s * 1000)),
@@ -45,28 +48,30 @@ static int revoke_and_wait(struct lease_store *st, const char *name,
 		return r;
 	switch (fence) {
 	case LEASE_FENCE_ACKED:
-		printf("revoked %s: the holder acknowledged (drained and "
-		       "released); a successor may acquire it now\n", name);
+		printf("revoked %s in %s: the holder acknowledged (drained and "
+		       "released); a successor may acquire it now\n", name, uri);
 		return 0;
 	case LEASE_FENCE_EXPIRED:
-		printf("revoked %s: the holder did not answer, but its TTL has "
-		       "run out, so it cannot write any more; a successor may "
-		       "acquire it now\n", name);
+		printf("revoked %s in %s: the holder did not answer, but its TTL "
+		       "has run out, so it cannot write any more; a successor "
+		       "may acquire it now\n", name, uri);
 		return 0;
 	case LEASE_FENCE_PENDING:
 		break;
 	}
 	if (err->msg[0])
-		fprintf(stderr, "leasefs: revoked %s, but %s\n", name, err->msg);
+		fprintf(stderr, "leasefs lease revoke: revoked %s in %s, but %s\n",
+			name, uri, err->msg);
 	else
-		fprintf(stderr, "leasefs: revoked %s, but the holder has not "
-			"acknowledged within %.0f s (stopped, or stuck in a "
-			"write); no successor can acquire it until it does, its "
-			"TTL runs out or it exits\n", name, timeout_s);
+		fprintf(stderr, "leasefs lease revoke: revoked %s in %s, but the "
+			"holder has not acknowledged within %.0f s (stopped, or "
+			"stuck in a write); no successor can acquire it until it "
+			"does, its TTL runs out or it exits\n", name, uri,
+			timeout_s);
 	return 1;
 }
 
-static int lease_op(struct lease_store *st, const char *verb,
+static int lease_op(struct lease_store *st, const char *uri, const char *verb,
 		    const char *name, double timeout_s, struct lease_err *err)
 {
 	struct lease_info info = { 0 };
@@ -78,12 +83,12 @@ static int lease_op(struct lease_store *st, const char *verb,
 		r = lease_show(st, name, &info, err);
 		if (r == 0)
 			printf("name:  %s\nepoch: %" PRIu64 "\nstate: %s\npid:   %d\n"
-			       "holder: %s\n", info.name, info.epoch,
+			       "holder: %s\nstore: %s\n", info.name, info.epoch,
 			       lease_state_str(info.state), (int)info.holder_pid,
-			       info.holder);
+			       info.holder, uri);
 		return r;
 	}
-	return revoke_and_wait(st, name, timeout_s, err);
+	return revoke_and_wait(st, uri, name, timeout_s, err);
 }
 
 /*
@@ -170,49 +175,187 @@ static void list_user_stores(void)
 	endpwent();
 }
 
+/* What `lease show|revoke` was told, and what that names. */
+struct lease_target {
+	const char *uri;           /* the store asked */
+	char uri_abs[PATH_MAX + 16];
+	char name[LEASE_NAME_MAX + 1]; /* the lease */
+	char mount_uri[PATH_MAX + 64]; /* a mount point's own store */
+	bool uri_given;            /* --leases (a mount point's store then
+				    * gives way), or $LEASEFS_LEASES */
+	bool flag_given;           /* --leases */
+};
+
+/* A mount point's lease and store, from its daemon's status.  0, -1 if
+ * `path` is no leasefs mount, or an exit code (message printed). */
+static int target_of_mount(const char *verb, const char *arg, const char *path,
+			   struct lease_target *t)
+{
+	char seen[PATH_MAX], *reply = NULL;
+	struct json_object *o = NULL, *lease, *backend;
+	int r = control_request(path, "status", &reply), code = EXIT_FAIL;
+
+	if (r < 0 && ws_leasefs_mount(NULL, path, seen, sizeof(seen)) < 0)
+		return -1; /* not a mount: a ROOT */
+	if (r == -EACCES)
+		fprintf(stderr, "leasefs lease %s: %s: permission denied (only "
+			"root and the mount's owner may ask its daemon)\n", verb, arg);
+	else if (r < 0)
+		fprintf(stderr, "leasefs lease %s: %s is a stale leasefs mount: "
+			"its daemon is gone; clear it with 'umount -l %s' (root) "
+			"or 'fusermount3 -uz %s'\n", verb, arg, arg, arg);
+	if (r < 0)
+		return r == -EACCES ? EXIT_DENIED : EXIT_FAIL;
+	o = json_tokener_parse(reply);
+	free(reply);
+	if (o && json_object_object_get_ex(o, "lease", &lease) &&
+	    json_object_object_get_ex(o, "backend", &backend)) {
+		snprintf(t->name, sizeof(t->name), "%s", json_object_get_string(lease));
+		snprintf(t->mount_uri, sizeof(t->mount_uri), "%s",
+			 json_object_get_string(backend));
+		code = 0;
+	} else {
+		fprintf(stderr, "leasefs lease %s: the daemon of %s did not say "
+			"its lease\n", verb, arg);
+	}
+	json_object_put(o);
+	if (code)
+		return code;
+	/* The mount's own store, unless --leases named one. */
+	if (!t->flag_given)
+		t->uri = t->mount_uri;
+	if (strstr(t->uri, "***")) {
+		fprintf(stderr, "leasefs lease %s: the store of %s, %s, hides its "
+			"password; name it with --leases\n", verb, arg, t->uri);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/*
+ * NAME, ROOT or MOUNTPOINT: a lease name as the store has it; a path
+ * (beginning with '/' or '.', or not a lease name but an existing
+ * directory) is a leasefs mount point, whose lease in its own store is
+ * meant, or a workspace root, whose root lease is.  0, or an exit code
+ * (message printed).
+ */
+static int resolve_target(const char *verb, const char *arg,
+			  struct lease_target *t)
+{
+	char canon[PATH_MAX];
+	struct lease_err le = { 0 };
+	struct stat st;
+	bool name_ok = lease_name_validate(arg, &le) == 0;
+	bool path = arg[0] == '/' || arg[0] == '.' ||
+		    (!name_ok && stat(arg, &st) == 0);
+	int r;
+
+	if (!path) {
+		if (!name_ok)
+			return cli_usage_error("lease", "'%s': %s (give a lease "
+					       "name, a workspace root or a "
+					       "mount point)", arg, le.msg);
+		snprintf(t->name, sizeof(t->name), "%s", arg);
+		return 0;
+	}
+	if (stat(arg, &st) < 0 && errno == ENOENT && !is_stale_mount(arg)) {
+		fprintf(stderr, "leasefs lease %s: %s does not exist\n", verb, arg);
+		return EXIT_USAGE;
+	}
+	if (!realpath(arg, canon) && is_stale_mount(arg))
+		snprintf(canon, sizeof(canon), "%s", arg);
+	r = target_of_mount(verb, arg, canon, t);
+	if (r >= 0)
+		return r;
+	r = ws_canonical_root(arg, canon, sizeof(canon));
+	if (r == 0)
+		r = ws_root_name(canon, t->name, sizeof(t->name));
+	if (r < 0) {
+		fprintf(stderr, "leasefs lease %s: workspace root %s: %s\n", verb,
+			arg, strerror(-r));
+		return EXIT_FAIL;
+	}
+	return 0;
+}
+
+/* The arguments: VERB [TARGET] and the options, anywhere.  0, or the
+ * exit code of a usage error (printed). */
+static int parse_lease_args(int argc, char **argv, const char **verb,
+			    const char **target, double *timeout_s,
+			    struct lease_target *t)
+{
+	int npos = 0;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (strncmp(a, "--leases=", 9) == 0) {
+			t->uri = a + 9;
+			t->uri_given = t->flag_given = true;
+		} else if (strncmp(a, "--timeout=", 10) == 0) {
+			if (parse_seconds(a + 10, timeout_s) < 0)
+				return cli_usage_error("lease", "bad --timeout "
+						       "'%s' (expected seconds)",
+						       a + 10);
+		} else if (a[0] == '-') {
+			return cli_usage_error("lease", "unrecognized option '%s'", a);
+		} else if (npos == 0 && ++npos) {
+			*verb = a;
+		} else if (npos == 1 && ++npos) {
+			*target = a;
+		} else {
+			return cli_usage_error("lease", "unexpected operand '%s'", a);
+		}
+	}
+	if (!*verb)
+		return cli_usage_error("lease", "list, show or revoke is needed");
+	if (strcmp(*verb, "list") == 0 && *target)
+		return cli_usage_error("lease", "list takes no operand ('%s')",
+				       *target);
+	if (strcmp(*verb, "list") != 0 && strcmp(*verb, "show") != 0 &&
+	    strcmp(*verb, "revoke") != 0)
+		return cli_usage_error("lease", "unknown lease command '%s'", *verb);
+	if (strcmp(*verb, "list") != 0 && !*target)
+		return cli_usage_error("lease", "%s needs a lease name, a "
+				       "workspace root or a mount point", *verb);
+	return 0;
+}
+
 int cmd_lease(int argc, char **argv)
 {
-	const char *uri = default_leases(), *verb = NULL, *name = NULL;
+	const char *verb = NULL, *target = NULL;
 	struct lease_err le = { 0 };
 	struct lfs_err err = { 0 };
 	struct lease_store *st = NULL;
+	struct lease_target t = { .uri = default_leases(),
+				  .uri_given = getenv("LEASEFS_LEASES") != NULL };
 	double timeout_s = REVOKE_TIMEOUT_S;
-	bool given = getenv("LEASEFS_LEASES") != NULL;
-	int r, npos = 0;
+	int r, code = parse_lease_args(argc, argv, &verb, &target, &timeout_s, &t);
 
-	for (int i = 1; i < argc; i++) {
-		if (strncmp(argv[i], "--leases=", 9) == 0)
-			uri = argv[i] + 9, given = true;
-		else if (strncmp(argv[i], "--timeout=", 10) == 0 &&
-			 parse_seconds(argv[i] + 10, &timeout_s) == 0)
-			continue;
-		else if (npos == 0 && ++npos)
-			verb = argv[i];
-		else if (npos == 1 && ++npos)
-			name = argv[i];
-		else
-			npos = 99;
-	}
-	if (!verb || npos > 2 ||
-	    !(strcmp(verb, "list") == 0 ? !name :
-	      (strcmp(verb, "show") == 0 || strcmp(verb, "revoke") == 0) && name)) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
-	bool host_list = getuid() == 0 && strcmp(verb, "list") == 0 && !given;
+	if (code == 0 && target)
+		code = resolve_target(verb, target, &t);
+	if (code == 0 && absolute_store_uri(t.uri, t.uri_abs, sizeof(t.uri_abs)) < 0)
+		code = cli_usage_error("lease", "--leases '%s': name too long", t.uri);
+	if (code)
+		return code;
+	t.uri = t.uri_abs;
+	bool host_list = getuid() == 0 && strcmp(verb, "list") == 0 && !t.uri_given;
 
-	r = become_store_owner(uri);
+	r = become_store_owner(t.uri);
 	if (r < 0)
-		lease_err_set(&le, LEASE_E_IO, r, uri, "cannot act as the owner "
-			      "of the store %s: %s", uri, strerror(-r));
+		lease_err_set(&le, LEASE_E_IO, r, t.uri, "cannot act as the owner "
+			      "of the store: %s", strerror(-r));
 	if (r == 0)
-		r = lease_store_open(uri, NULL, &st, &le);
+		r = lease_store_open(t.uri, NULL, &st, &le);
+	if (r == 0 && strcmp(verb, "list") == 0)
+		printf("store: %s\n", t.uri);
 	if (r == 0)
-		r = lease_op(st, verb, name, timeout_s, &le);
+		r = lease_op(st, t.uri, verb, t.name, timeout_s, &le);
 	if (r == 0 && host_list)
 		list_user_stores();
 	if (lfs_err_from_lease(&err, r, &le) < 0)
-		fprintf(stderr, "leasefs: lease %s: %s\n", verb, err.msg);
+		fprintf(stderr, "leasefs lease %s: %s%sstore %s: %s\n", verb,
+			t.name, t.name[0] ? " in " : "", t.uri, err.msg);
 	lease_store_close(st);
 	return r > 0 ? EXIT_UNFENCED : lfs_exit_code(r, &err);
 }

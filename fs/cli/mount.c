@@ -20,6 +20,8 @@
 #include <sys/mount.h>
 #include <sys/statfs.h>
 
+#include <json-c/json.h>
+
 #include "cli.h"
 
 /*
@@ -88,6 +90,26 @@ static bool is_pseudo_fs(const char *path)
 	return false;
 }
 
+/* " (pid P, ROOT)" of the daemon serving `mnt`, from its status; "" if
+ * it does not say.  The buffer is static (one message at a time). */
+static const char *served_by(const char *mnt)
+{
+	static char buf[PATH_MAX + 64];
+	char *reply = NULL;
+	struct json_object *o = NULL, *pid, *root;
+
+	buf[0] = '\0';
+	if (control_request(mnt, "status", &reply) == 0)
+		o = json_tokener_parse(reply);
+	if (o && json_object_object_get_ex(o, "pid", &pid) &&
+	    json_object_object_get_ex(o, "root", &root))
+		snprintf(buf, sizeof(buf), " (pid %d, root %s)",
+			 json_object_get_int(pid), json_object_get_string(root));
+	json_object_put(o);
+	free(reply);
+	return buf;
+}
+
 static int resolve_paths(struct mount_opts *o, const char *mnt,
 			 struct lfs_err *err)
 {
@@ -99,16 +121,24 @@ static int resolve_paths(struct mount_opts *o, const char *mnt,
 	if (r < 0)
 		return lfs_fail(err, EXIT_FAIL, r,
 				     "cannot detach stale mount %s: %s; run "
-				     "'fusermount3 -uz %s'", mnt, strerror(-r), mnt);
-	if (stat(mnt, &st) < 0 || !S_ISDIR(st.st_mode))
+				     "'umount -l %s' (root) or 'fusermount3 -uz %s'",
+				     mnt, strerror(-r), mnt, mnt);
+	if (stat(mnt, &st) < 0)
+		return usage_error(err, errno == ENOENT ? "mount point %s does "
+				   "not exist" : "mount point %s: cannot stat it", mnt);
+	if (!S_ISDIR(st.st_mode))
 		return usage_error(err, "mount point %s is not a directory", mnt);
 	if (!realpath(mnt, o->mountpoint))
 		return lfs_fail(err, EXIT_FAIL, -errno,
 				     "mount point %s: %s", mnt, strerror(errno));
 	r = ws_canonical_root(o->root, o->canon_root, sizeof(o->canon_root));
+	if (r == -ENOENT)
+		return usage_error(err, "workspace root %s does not exist", o->root);
 	if (r < 0)
 		return lfs_fail(err, r == -EACCES ? EXIT_DENIED : EXIT_FAIL, r,
 				     "workspace root %s: %s", o->root, strerror(-r));
+	if (stat(o->canon_root, &st) < 0 && errno == ENOENT)
+		return usage_error(err, "workspace root %s does not exist", o->root);
 	if (stat(o->canon_root, &st) < 0 || !S_ISDIR(st.st_mode))
 		return usage_error(err, "workspace root %s is not a directory",
 				   o->root);
@@ -118,9 +148,9 @@ static int resolve_paths(struct mount_opts *o, const char *mnt,
 	r = control_request(o->mountpoint, "status", &reply);
 	free(reply);
 	if (r == 0)
-		return usage_error(err, "mount point %s is already served by a "
-				   "leasefs daemon; unmount it first",
-				   o->mountpoint);
+		return lfs_fail(err, EXIT_BUSY, -EBUSY, "mount point %s is busy: "
+				"a leasefs daemon serves it%s; unmount it first",
+				o->mountpoint, served_by(o->mountpoint));
 	if (ws_path_within(o->mountpoint, o->canon_root) ||
 	    ws_path_within(o->canon_root, o->mountpoint))
 		return usage_error(err, "mount point and workspace root %s "
@@ -202,12 +232,16 @@ static int check_user_mount(const struct mount_opts *o, struct lfs_err *err)
 {
 	int fd;
 
+	bool writes = placement_get(o->placement)->writes;
+
 	if (getuid() == 0)
 		return 0;
-	if (access(o->canon_root, R_OK | W_OK | X_OK) < 0)
+	/* An observer keeps nobody out: reading the root is enough. */
+	if (access(o->canon_root, writes ? R_OK | W_OK | X_OK : R_OK | X_OK) < 0)
 		return lfs_fail(err, EXIT_DENIED, -errno, "workspace root %s: %s "
-				"(a user mounts only a root it may read and write)",
-				o->canon_root, strerror(errno));
+				"(a user mounts only a root it may read%s)",
+				o->canon_root, strerror(errno),
+				writes ? " and write" : "");
 	fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
 	if (fd < 0 && errno == EACCES)
 		return lfs_fail(err, EXIT_UNAVAILABLE, -EACCES, "cannot open "
@@ -254,10 +288,10 @@ int cmd_mount(int argc, char **argv)
 	int r = parse_mount(argc, argv, &o, &err), code;
 
 	if (r < 0) {
-		fprintf(stderr, "leasefs: %s\n", err.msg);
-		if (err.exit == EXIT_USAGE)
-			fputs(usage_text, stderr);
 		free(o.fuse_opts);
+		if (err.exit == EXIT_USAGE)
+			return cli_usage_error("mount", "%s", err.msg);
+		fprintf(stderr, "leasefs mount: %s\n", err.msg);
 		return lfs_exit_code(r, &err);
 	}
 	r = check_operands(&o, &err);

@@ -77,6 +77,25 @@ const char *default_leases(void)
 	return user_uri[0] ? user_uri : "file:" LEASE_FILE_DEFAULT_DIR;
 }
 
+int absolute_store_uri(const char *uri, char *out, size_t sz)
+{
+	static const char *const local[] = { "file:", "fsstore:" };
+	char cwd[PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++) {
+		size_t n = strlen(local[i]);
+
+		if (strncmp(uri, local[i], n) != 0 || uri[n] == '/' || !uri[n])
+			continue;
+		if (!getcwd(cwd, sizeof(cwd)))
+			return -errno;
+		return (size_t)snprintf(out, sz, "%s%s/%s", local[i],
+					strcmp(cwd, "/") == 0 ? "" : cwd,
+					uri + n) < sz ? 0 : -ENAMETOOLONG;
+	}
+	return (size_t)snprintf(out, sz, "%s", uri) < sz ? 0 : -ENAMETOOLONG;
+}
+
 /* ---- mount options ------------------------------------------------ */
 
 
@@ -225,22 +244,113 @@ static int add_fuse_opt(struct mount_opts *o, const char *arg,
 }
 
 enum { OPT_PLACEMENT = 256, OPT_LEASES, OPT_SESSION, OPT_WAIT, OPT_TTL,
-       OPT_METRICS_DIR, OPT_FILES_PER_USER, OPT_OWNER, OPT_LOG_LEVEL,
-       OPT_JSON };
+       OPT_METRICS_DIR, OPT_FILES_PER_USER, OPT_OWNER, OPT_LOG_LEVEL };
 
-static const struct option mount_longopts[] = {
-	{ "placement", required_argument, NULL, OPT_PLACEMENT },
-	{ "leases", required_argument, NULL, OPT_LEASES },
-	{ "session", required_argument, NULL, OPT_SESSION },
-	{ "wait", required_argument, NULL, OPT_WAIT },
-	{ "ttl", required_argument, NULL, OPT_TTL },
-	{ "metrics-dir", required_argument, NULL, OPT_METRICS_DIR },
-	{ "files-per-user", required_argument, NULL, OPT_FILES_PER_USER },
-	{ "owner", required_argument, NULL, OPT_OWNER },
-	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
-	{ "help", no_argument, NULL, 'h' },
-	{ 0 }
+/*
+ * `leasefs mount`'s options: the one table.  getopt's tables, the keys
+ * mount(8)'s form takes inside -o (mount_own_key) and `leasefs mount
+ * --help` are all made from it, and test_cli_conventions.sh checks
+ * leasefs(8)'s OPTIONS and MOUNT OPTIONS against that --help.
+ */
+static const struct cli_option {
+	const char *name;  /* long name, NULL: a short option only */
+	int val;           /* the short option, or OPT_* */
+	const char *arg;   /* its value's name, NULL: takes none */
+	const char *help;
+} mount_options[] = {
+	{ "placement", OPT_PLACEMENT, "PLACEMENT",
+	  "exclusive (default): takes the root lease;\n"
+	  "session: serves ROOT/UUID, no root lease;\n"
+	  "shared: no root lease, never read-only;\n"
+	  "observer: a read-only view that keeps no\n"
+	  "writer out" },
+	{ "leases", OPT_LEASES, "URI",
+	  "the lease store: file:DIR, fsstore:DIR,\n"
+	  "etcd://, etcds://, postgresql://, postgres://,\n"
+	  "nats://, nats+tls:// (default: $LEASEFS_LEASES,\n"
+	  "else the file store)" },
+	{ "session", OPT_SESSION, "UUID", "the session id (default: random)" },
+	{ "wait", OPT_WAIT, "SECONDS",
+	  "keep trying while the root is busy or the\n"
+	  "store unreachable" },
+	{ "ttl", OPT_TTL, "SECONDS",
+	  "the lease TTL on a store with TTLs (etcd,\n"
+	  "postgresql, nats)" },
+	{ "metrics-dir", OPT_METRICS_DIR, "DIR",
+	  "also write the metrics to DIR/leasefs-HASH.prom" },
+	{ "files-per-user", OPT_FILES_PER_USER, "N",
+	  "files one caller uid may have open" },
+	{ "owner", OPT_OWNER, "USER[:GROUP]",
+	  "who may status, watch, metrics and umount it\n"
+	  "besides root" },
+	{ "log-level", OPT_LOG_LEVEL, "LEVEL",
+	  "error, warning, notice, info (default) or debug" },
+	{ NULL, 'o', "OPT[,OPT...]", "mount options (below)" },
+	{ NULL, 'f', NULL, "stay in the foreground, messages to stderr" },
+	{ NULL, 'd', NULL, "FUSE debug output (implies -f)" },
 };
+
+#define NMOUNT_OPTIONS (sizeof(mount_options) / sizeof(mount_options[0]))
+
+/* getopt's view of the table (':' first: a missing value is told from an
+ * unknown option; options may follow the operands, as GNU getopt has it,
+ * and "--" ends them). */
+static void getopt_tables(struct option *lo, char *so)
+{
+	size_t n = 0;
+
+	*so++ = ':';
+	for (size_t i = 0; i < NMOUNT_OPTIONS; i++) {
+		const struct cli_option *c = &mount_options[i];
+
+		if (c->name)
+			lo[n++] = (struct option){ c->name, c->arg ? required_argument
+								   : no_argument,
+						   NULL, c->val };
+		if (!c->name) {
+			*so++ = (char)c->val;
+			if (c->arg)
+				*so++ = ':';
+		}
+	}
+	lo[n] = (struct option){ 0 };
+	*so = '\0';
+}
+
+void print_mount_options(FILE *f)
+{
+	fputs("Options:\n", f);
+	for (size_t i = 0; i < NMOUNT_OPTIONS; i++) {
+		const struct cli_option *c = &mount_options[i];
+		char head[64];
+		const char *h = c->help;
+
+		if (c->name)
+			snprintf(head, sizeof(head), "--%s%s%s", c->name,
+				 c->arg ? "=" : "", c->arg ? c->arg : "");
+		else
+			snprintf(head, sizeof(head), "-%c%s%s", c->val,
+				 c->arg ? " " : "", c->arg ? c->arg : "");
+		for (bool first = true; *h; first = false) {
+			size_t n = strcspn(h, "\n");
+
+			fprintf(f, "  %-22s %.*s\n", first ? head : "", (int)n, h);
+			h += n + (h[n] == '\n');
+		}
+	}
+	fputs("\nMount options (-o), besides the KEY=VALUE form of each option above\n"
+	      "that takes a value ('_' may stand for '-' in KEY):\n ", f);
+	for (size_t i = 0, col = 1; i < sizeof(mount_opt_table) / sizeof(mount_opt_table[0]); i++) {
+		const char *name = mount_opt_table[i].name;
+
+		if (col + strlen(name) + 2 > 78) {
+			fputs("\n ", f);
+			col = 1;
+		}
+		col += (size_t)fprintf(f, " %s", name);
+	}
+	fputs(" max_read=N x-*\n", f);
+}
 
 /* A user or group by name or number: 0, or -ENOENT. */
 static int user_id(const char *s, uid_t *out)
@@ -304,7 +414,8 @@ static int parse_mount_opt(struct mount_opts *o, int c, struct lfs_err *err)
 	case OPT_PLACEMENT:
 		if (placement_parse(optarg, &o->placement) < 0)
 			return usage_error(err, "bad --placement '%s' (expected "
-					   "exclusive, session or shared)", optarg);
+					   "exclusive, session, shared or observer)",
+					   optarg);
 		return 0;
 	case OPT_LEASES: o->leases = optarg; return 0;
 	case OPT_SESSION:
@@ -358,12 +469,25 @@ static int parse_mount_opt(struct mount_opts *o, int c, struct lfs_err *err)
 	}
 }
 
+/* Whether `val` is a long option's (getopt's optopt for a long option
+ * given a value it takes none of). */
+static bool lo_has_val(const struct option *lo, int val)
+{
+	for (; lo->name; lo++)
+		if (lo->val == val)
+			return true;
+	return false;
+}
+
 /* The command line's syntax: options and the two operands. */
 int parse_mount(int argc, char **argv, struct mount_opts *o,
 		       struct lfs_err *err)
 {
+	struct option lo[NMOUNT_OPTIONS + 1];
+	char so[2 * NMOUNT_OPTIONS + 2];
 	int c, r;
 
+	getopt_tables(lo, so);
 	o->owner_uid = getuid();
 	o->owner_gid = getgid();
 	o->placement = PLACEMENT_EXCLUSIVE;
@@ -371,15 +495,28 @@ int parse_mount(int argc, char **argv, struct mount_opts *o,
 	o->log_level = LOG_INFO;
 	o->attrs.nodiratime = o->attrs.lazytime = -1;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+o:fdh", mount_longopts, NULL)) != -1) {
-		if (c == 'h' || c == '?')
-			return usage_error(err, "%s", "bad arguments to mount");
+	opterr = 0; /* its messages would begin "mount:" */
+	while ((c = getopt_long(argc, argv, so, lo, NULL)) != -1) {
+		if (c == ':')
+			return usage_error(err, "option '%s' requires a value",
+					   argv[optind - 1]);
+		if (c == '?' && optopt && !lo_has_val(lo, optopt))
+			return lfs_fail(err, EXIT_USAGE, -EINVAL,
+					"invalid option -- '%c'", optopt);
+		if (c == '?')
+			return usage_error(err, "unrecognized option '%s'",
+					   argv[optind - 1]);
 		r = parse_mount_opt(o, c, err);
 		if (r < 0)
 			return r;
 	}
 	if (argc - optind != 2)
-		return usage_error(err, "%s", "mount needs ROOT and MOUNTPOINT");
+		return usage_error(err, "%s", argc - optind < 2 ?
+				   "ROOT and MOUNTPOINT are needed" :
+				   "too many operands (ROOT and MOUNTPOINT are needed)");
+	if (absolute_store_uri(o->leases, o->leases_abs, sizeof(o->leases_abs)) < 0)
+		return usage_error(err, "--leases '%s': name too long", o->leases);
+	o->leases = o->leases_abs;
 	/* A process-local store cannot make anything exclusive. */
 	if (strcmp(o->leases, "mem") == 0 || strncmp(o->leases, "mem:", 4) == 0)
 		return usage_error(err, "lease store '%s' is for tests only; a "
@@ -409,9 +546,9 @@ size_t mount_own_key(const char *opt)
 {
 	const char *eq = strchr(opt, '=');
 
-	for (const struct option *lo = mount_longopts; eq && lo->name; lo++)
-		if (lo->has_arg == required_argument &&
-		    key_is(opt, (size_t)(eq - opt), lo->name))
+	for (size_t i = 0; eq && i < NMOUNT_OPTIONS; i++)
+		if (mount_options[i].name && mount_options[i].arg &&
+		    key_is(opt, (size_t)(eq - opt), mount_options[i].name))
 			return (size_t)(eq - opt);
 	return 0;
 }

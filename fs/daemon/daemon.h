@@ -38,6 +38,7 @@ struct mount_opts {
 	char mountpoint[PATH_MAX];
 	char canon_root[PATH_MAX];
 	char metrics_canon[PATH_MAX]; /* --metrics-dir, symlinks resolved */
+	char leases_abs[PATH_MAX + 16]; /* --leases, a local store's dir absolute */
 };
 
 /* Run the mount: in the foreground, or as a daemon whose parent returns

@@ -31,7 +31,7 @@ void daemon_on_loss(void *ud, enum lease_loss why)
 	if (placement_get(d->opts->placement)->fenced) {
 		atomic_store(&d->lost, true);
 	} else {
-		log_warning("a lease was lost (%s); shared placement: the mount stays writable", lease_loss_str(why));
+		log_warning("a lease was lost (%s); %s placement: the mount stays %s", lease_loss_str(why), placement_get(d->opts->placement)->name, placement_get(d->opts->placement)->writes ? "writable" : "read-only");
 		atomic_store(&d->fence_due, true);
 	}
 	/* An eventfd add of 1 fails only on overflow: readable anyway. */
@@ -198,7 +198,10 @@ static void shared_loss_step(struct daemon *d)
 		log_error_errno(r, "cannot acknowledge the loss to the store: %m");
 	else
 		log_info("loss acknowledged to the store");
-	notify_status("", "a lease was lost; shared placement: the mount stays writable");
+	notify_status("", "a lease was lost; %s placement: the mount stays %s",
+		      placement_get(d->opts->placement)->name,
+		      placement_get(d->opts->placement)->writes ? "writable"
+								: "read-only");
 }
 
 /* Signals, umount requests and loss, handled off the FUSE threads. */

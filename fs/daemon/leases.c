@@ -79,6 +79,8 @@ static void log_release(void *ud, const char *name, int64_t deadline)
 }
 
 /*
+ * (An observer writes nothing and keeps nobody out: it is not checked and
+ * takes no host lock.)
  * Shared and session placements write into ROOT without a root lease, so
  * they must not start while another session holds ROOT exclusively: the
  * store's root lease is checked (across hosts, at this moment), and the
@@ -94,26 +96,32 @@ static int root_free(struct daemon *d, const char *served, const char *path,
 {
 	struct lease_info info = { 0 }, inner = { 0 };
 	struct lease_err le = { 0 };
-	char name[LEASE_NAME_MAX + 1];
+	char name[LEASE_NAME_MAX + 1], who[PATH_MAX + 64];
 	int r = ws_root_name(path, name, sizeof(name));
 
 	if (r == 0)
 		r = lease_show(d->store, name, &info, &le);
 	if (r < 0)
 		return lfs_err_from_lease(err, r, &le);
+	if (info.state != LEASE_STATE_FREE)
+		coord_holder_detail(d->store, name, path, who, sizeof(who));
 	if (info.state != LEASE_STATE_FREE && strcmp(path, served) == 0)
 		return lfs_fail(err, EXIT_BUSY, -EBUSY, "workspace busy: %s "
-				"held at epoch %" PRIu64, served, info.epoch);
+				"held at epoch %" PRIu64 "%s", served, info.epoch,
+				who);
 	if (info.state != LEASE_STATE_FREE)
 		return lfs_fail(err, EXIT_BUSY, -EBUSY, "workspace busy: %s is "
-				"inside workspace %s, held at epoch %" PRIu64,
-				served, path, info.epoch);
+				"inside workspace %s, held at epoch %" PRIu64 "%s",
+				served, path, info.epoch, who);
 	if (strcmp(path, served) == 0 && info.within &&
-	    lease_show(d->store, info.within_name, &inner, NULL) == 0)
+	    lease_show(d->store, info.within_name, &inner, NULL) == 0) {
+		coord_holder_detail(d->store, info.within_name, NULL, who,
+				    sizeof(who));
 		return lfs_fail(err, EXIT_BUSY, -EBUSY, "workspace busy: %s "
 				"contains workspace %s, held at epoch %" PRIu64
-				" (lease %s)", served, inner.holder,
-				info.within_epoch, info.within_name);
+				" (lease %s)%s", served, inner.holder,
+				info.within_epoch, info.within_name, who);
+	}
 	return 0;
 }
 
@@ -125,8 +133,8 @@ static int share_root(struct daemon *d, struct lfs_err *err)
 	struct lease_err le = { 0 };
 	int r;
 
-	if (pl->root_lease)
-		return 0;
+	if (pl->root_lease || !pl->host_lock)
+		return 0; /* exclusive: the coordinator; observer: nothing */
 	r = root_free(d, served, served, err);
 	snprintf(up, sizeof(up), "%s", served);
 	while (r == 0 && ws_path_parent(up))

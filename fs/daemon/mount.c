@@ -70,9 +70,11 @@ static int build_fuse_args(struct mount_opts *o, const char *root,
 	if (!r && o->fuse_opts &&
 	    (fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, o->fuse_opts)))
 		r = -ENOMEM;
-	/* After the user's options, so that nothing can weaken them. */
+	/* After the user's options, so that nothing can weaken them; an
+	 * observer's mount is read-only whatever -o said. */
 	if (!r && (fuse_opt_add_arg(args, "-o") ||
-		   fuse_opt_add_arg(args, "nosuid,nodev")))
+		   fuse_opt_add_arg(args, placement_get(o->placement)->writes
+					  ? "nosuid,nodev" : "nosuid,nodev,ro")))
 		r = -ENOMEM;
 	if (!r && o->debug && fuse_opt_add_arg(args, "-d"))
 		r = -ENOMEM;
@@ -102,7 +104,8 @@ static bool env_flag(const char *name, bool dflt)
  * The one place a placement becomes policy.  Exclusive and session
  * placements have the served directory to themselves (the root lease, or
  * a private ROOT/<uuid>), so the kernel may keep names, attributes and
- * pages for long; under shared placement others write too: 1 s.
+ * pages for long; under shared and observer placements others write too:
+ * names and attributes for 1 s, and an open reads the file afresh.
  */
 static struct lfs_config policy_for(const struct mount_opts *o,
 				     const char *root)
@@ -142,6 +145,9 @@ int open_fs(struct daemon *d, struct lfs_err *err)
 	const char *unknown = NULL;
 	int pt, r = lfs_new(&cfg, &d->fs);
 
+	/* An observer never writes ROOT: not even an access time. */
+	if (r == 0 && !placement_get(d->opts->placement)->writes)
+		lfs_stop_atime(d->fs);
 	if (r == 0)
 		r = gate_new(d->coord, lfs_ops(), &d->gate, &unknown);
 	if (r == -EOPNOTSUPP)

@@ -183,6 +183,8 @@ int coord_enter(struct coord *c)
 {
 	int r;
 
+	if (!c->pl->writes)
+		return -EROFS; /* an observer admits no mutation, ever */
 	atomic_fetch_add(&c->inflight, 1);
 	r = coord_healthy(c);
 	if (r < 0)

@@ -103,13 +103,22 @@ int coord_open(const struct coord_config *cfg, struct coord **out,
 int coord_check_lease_dir(const char *root, const char *lease_dir,
 			  struct lease_err *err);
 
+/* What is known of the holder of lease `name`, which serves `path`
+ * (NULL: unknown): " (pid P, mounted at M)", as the host lock says it
+ * (the pid its store recorded, the leasefs mount of `path` this host
+ * shows), either part left out when not known, "" when neither is.  For
+ * every "workspace busy" message. */
+void coord_holder_detail(struct lease_store *st, const char *name,
+			 const char *path, char *out, size_t outsz);
+
 /* 0 while held; -ENOLINK once lost (latched, also after safe-until passed);
  * -ESHUTDOWN once shutdown began.  Lock-free: atomic loads and at most one
  * vDSO clock read. */
 int coord_healthy(struct coord *c);
 
 /* Admission around a mutation.  enter() returns 0 (caller must exit()) or
- * the healthy() error (caller must not exit()). */
+ * the healthy() error, or -EROFS for a placement that never writes (an
+ * observer), and then the caller must not exit(). */
 int coord_enter(struct coord *c);
 void coord_exit(struct coord *c);
 

@@ -207,18 +207,44 @@ static void release_quietly(struct coord *c, struct lease **l)
 	*l = NULL;
 }
 
+void coord_holder_detail(struct lease_store *st, const char *name,
+			 const char *path, char *out, size_t outsz)
+{
+	struct lease_info info = { 0 };
+	char mnt[PATH_MAX];
+	bool pid = lease_show(st, name, &info, NULL) == 0 && info.holder_pid > 0;
+	bool mounted = path && ws_leasefs_mount(path, NULL, mnt, sizeof(mnt)) == 0;
+	size_t n = 0;
+
+	out[0] = '\0';
+	if (pid)
+		n = (size_t)snprintf(out, outsz, " (pid %d", (int)info.holder_pid);
+	if (mounted && n < outsz)
+		n += (size_t)snprintf(out + n, outsz - n, "%smounted at %s",
+				      pid ? ", " : " (", mnt);
+	if ((pid || mounted) && n < outsz)
+		snprintf(out + n, outsz - n, ")");
+}
+
 /* A workspace held inside ours refused it: named by what its holder told
- * the store (the daemon says its root there), else by its lease. */
+ * the store (the daemon says its root there, "ROOT (session UUID)"), else
+ * by its lease. */
 static int inner_busy(struct coord *c, const char *who, uint64_t epoch,
 		      struct lease_err *err)
 {
 	struct lease_info info = { 0 };
+	char path[sizeof(info.holder)], detail[PATH_MAX + 64];
 
-	if (lease_show(c->store, who, &info, NULL) == 0 && info.holder[0])
+	if (lease_show(c->store, who, &info, NULL) == 0 && info.holder[0]) {
+		snprintf(path, sizeof(path), "%s", info.holder);
+		if (strstr(path, " (session "))
+			*strstr(path, " (session ") = '\0';
+		coord_holder_detail(c->store, who, path, detail, sizeof(detail));
 		return lease_err_set(err, LEASE_E_HELD, 0, c->root,
 				     "workspace busy: %s contains workspace %s, "
-				     "held at epoch %llu", c->root, info.holder,
-				     (unsigned long long)epoch);
+				     "held at epoch %llu%s", c->root, info.holder,
+				     (unsigned long long)epoch, detail);
+	}
 	return lease_err_set(err, LEASE_E_HELD, 0, c->root, "workspace busy: %s "
 			     "contains a workspace held at epoch %llu (lease %s)",
 			     c->root, (unsigned long long)epoch, who);
@@ -230,7 +256,7 @@ static int inner_busy(struct coord *c, const char *who, uint64_t epoch,
 static int take_root(struct coord *c, int64_t deadline, struct lease_err *err)
 {
 	uint64_t epoch;
-	char who[LEASE_NAME_MAX + 1];
+	char who[LEASE_NAME_MAX + 1], detail[PATH_MAX + 64];
 	int r = lease_acquire_in(c->store, c->root_name, c->scope_names,
 				 c->nscopes, deadline, &c->root_lease, err);
 
@@ -238,19 +264,25 @@ static int take_root(struct coord *c, int64_t deadline, struct lease_err *err)
 		return r;
 	epoch = err->holder_epoch;
 	snprintf(who, sizeof(who), "%s", err->name);
-	if (strcmp(who, c->root_name) == 0)
+	if (strcmp(who, c->root_name) == 0) {
+		coord_holder_detail(c->store, who, c->root, detail, sizeof(detail));
 		r = lease_err_set(err, LEASE_E_HELD, 0, c->root,
-				  "workspace busy: %s held at epoch %llu", c->root,
-				  (unsigned long long)epoch);
-	else
+				  "workspace busy: %s held at epoch %llu%s", c->root,
+				  (unsigned long long)epoch, detail);
+	} else {
 		r = inner_busy(c, who, epoch, err);
-	for (size_t i = 0; i < c->nscopes; i++)
-		if (strcmp(who, c->scopes[i]) == 0)
-			r = lease_err_set(err, LEASE_E_HELD, 0, c->root,
-					  "workspace busy: %s is inside workspace "
-					  "%s, held at epoch %llu", c->root,
-					  c->scope_paths[i],
-					  (unsigned long long)epoch);
+	}
+	for (size_t i = 0; i < c->nscopes; i++) {
+		if (strcmp(who, c->scopes[i]) != 0)
+			continue;
+		coord_holder_detail(c->store, who, c->scope_paths[i], detail,
+				    sizeof(detail));
+		r = lease_err_set(err, LEASE_E_HELD, 0, c->root,
+				  "workspace busy: %s is inside workspace %s, "
+				  "held at epoch %llu%s", c->root,
+				  c->scope_paths[i], (unsigned long long)epoch,
+				  detail);
+	}
 	err->holder_epoch = epoch;
 	return r;
 }

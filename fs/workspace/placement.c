@@ -8,11 +8,17 @@
 static const struct placement table[PLACEMENT_COUNT] = {
 	[PLACEMENT_EXCLUSIVE] = { .name = "exclusive", .root_lease = true,
 				  .fenced = true, .sole_writer = true,
+				  .writes = true, .host_lock = true,
 				  .lock = HOSTLOCK_X },
 	[PLACEMENT_SESSION] = { .name = "session", .own_dir = true,
 				.fenced = true, .sole_writer = true,
+				.writes = true, .host_lock = true,
 				.lock = HOSTLOCK_S },
-	[PLACEMENT_SHARED] = { .name = "shared", .lock = HOSTLOCK_S },
+	[PLACEMENT_SHARED] = { .name = "shared", .writes = true,
+			       .host_lock = true, .lock = HOSTLOCK_S },
+	/* Only its session lease (sessions/UUID, a registration nobody else
+	 * contends for); others write ROOT behind it (not sole_writer). */
+	[PLACEMENT_OBSERVER] = { .name = "observer" },
 };
 
 const struct placement *placement_get(enum placement_id p)

@@ -16,6 +16,7 @@ enum placement_id {
 	PLACEMENT_EXCLUSIVE, /* the root lease on ROOT */
 	PLACEMENT_SESSION,   /* ROOT/<session uuid>, made 0700; no root lease */
 	PLACEMENT_SHARED,    /* no root lease; never turns read-only */
+	PLACEMENT_OBSERVER,  /* no root lease, no host lock; read-only */
 	PLACEMENT_COUNT,
 };
 
@@ -28,11 +29,16 @@ struct placement {
 	bool sole_writer;       /* nobody else writes what it serves: the
 				 * kernel may cache names, attributes and
 				 * pages for long */
+	bool writes;            /* it may write what it serves; else it is
+				 * mounted read-only and admits no mutation
+				 * (EROFS at the gate): an observer */
+	bool host_lock;         /* it takes `lock` on what it serves (an
+				 * observer takes none: it keeps nobody out) */
 	enum hostlock_mode lock; /* its host lock on what it serves */
 };
 
 const struct placement *placement_get(enum placement_id p);
-/* By name ("exclusive", "session", "shared"): 0 or -EINVAL. */
+/* By name ("exclusive", "session", "shared", "observer"): 0 or -EINVAL. */
 int placement_parse(const char *s, enum placement_id *out);
 
 /* The directory a session placement serves: `served`, created 0700 if

@@ -215,3 +215,48 @@ void ws_mountinfo_unescape(char *s)
 	}
 	*d = '\0';
 }
+
+/* A mountinfo line's mount point, filesystem type and source (the fields
+ * after " - "), unescaped in place; false if it has not got them. */
+static bool mountinfo_fields(char *line, char **point, char **type,
+			     char **source)
+{
+	char *dash = strstr(line, " - "), *save = NULL, *f = line;
+
+	if (!dash)
+		return false;
+	*dash = '\0';
+	for (int i = 0; i < 5 && f; i++)
+		f = strtok_r(i ? NULL : line, " ", &save);
+	*point = f;
+	*type = strtok_r(dash + 3, " ", &save);
+	*source = *type ? strtok_r(NULL, " ", &save) : NULL;
+	if (!*point || !*source)
+		return false;
+	ws_mountinfo_unescape(*point);
+	ws_mountinfo_unescape(*source);
+	return true;
+}
+
+int ws_leasefs_mount(const char *source, const char *point, char *out,
+		     size_t outsz)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL, *mp, *type, *src;
+	size_t cap = 0;
+	int r = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (r == -ENOENT && getline(&line, &cap, f) > 0) {
+		if (!mountinfo_fields(line, &mp, &type, &src) ||
+		    strcmp(type, "fuse.leasefs") != 0 ||
+		    (source && strcmp(src, source) != 0) ||
+		    (point && strcmp(mp, point) != 0))
+			continue;
+		r = (size_t)snprintf(out, outsz, "%s", mp) < outsz ? 0 : -ENAMETOOLONG;
+	}
+	free(line);
+	fclose(f);
+	return r;
+}

@@ -36,6 +36,16 @@ bool ws_path_within(const char *path, const char *root);
  * a space and the like) undone, in place. */
 void ws_mountinfo_unescape(char *s);
 
+/*
+ * The leasefs mounts this mount namespace sees (/proc/self/mountinfo,
+ * type fuse.leasefs): with `source` non-NULL, the mount point of the
+ * first whose source (ROOT, fsname) is `source`; with `point` non-NULL,
+ * whether `point` is one (out then gets it again).  0 found, -ENOENT, or
+ * -errno reading mountinfo.
+ */
+int ws_leasefs_mount(const char *source, const char *point, char *out,
+		     size_t outsz);
+
 /* "workspace-roots/<hex sha256 of canonical root>"; `out` >= 81 bytes. */
 int ws_root_name(const char *canonical_root, char *out, size_t outsz);
 /* "sessions/<uuid>"; `out` >= 46 bytes.  uuid must be a lowercase RFC 4122

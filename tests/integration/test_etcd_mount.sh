@@ -94,7 +94,7 @@ t0=$(now_ms)
 
 # On this host a second mount is refused for as long as A lives: A still
 # holds the host lock, and a stopped holder may resume with a write it had
-# admitted (README, "No two writers").
+# admitted (lease/README.md, "No two writers").
 mkdir -p "$T/mbsame"
 rc=0; out=$(timeout 30 "$LEASEFS" mount --leases="$U" --ttl=$TTL "$R" "$T/mbsame" 2>&1) || rc=$?
 MOUNTS+=("$T/mbsame")

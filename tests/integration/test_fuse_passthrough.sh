@@ -17,7 +17,7 @@
 #  (g) why it is off by default: on a default mount, a shared writable
 #      mapping of a file opened for writing while a reader has it open
 #      writes nothing to ROOT after loss (with passthrough on the kernel
-#      maps the backing file itself, and those stores would land: README).
+#      maps the backing file itself, and those stores would land: fs/README.md).
 . "$(dirname "$0")/lib.sh"
 
 R=$T/root M=$T/mnt R0=$T/root0 M0=$T/mnt0

@@ -139,7 +139,7 @@ cleared=$(grep -c 'who=1235 mode=4777 cap=0: rc=0 mode=777' "$T/native.txt" || t
 grep -q 'bigwrite who=-1 mode=4777 cap=0: rc=0 mode=777' "$T/native.txt" ||
 	fail "natively root without CAP_FSETID kept set-user-ID: the case tests nothing"
 # With KILLPRIV_V2 off the kernel does not say that a uid 0 caller lacks
-# CAP_FSETID (README: a known gap of that mode): compared without it.
+# CAP_FSETID (fs/README.md, "The FUSE transport": a known gap of that mode): compared without it.
 grep -v 'who=-1 ' "$T/native.txt" >"$T/native-kp0.txt"
 grep -v 'who=-1 ' "$T/kp0.txt" >"$T/kp0-cmp.txt"
 cp "$T/kp2.txt" "$T/kp2-cmp.txt"

@@ -271,7 +271,7 @@ sec_stacked() {
 	mkdir -p "$T/r14b"
 	MOUNTS+=("$M")      # a broken build would stack a second mount here
 	"$LEASEFS" mount "$T/r14b" "$M" 2>/dev/null || rc=$?
-	[ $rc -eq 64 ] || fail "second mount on a live mount point (rc $rc)"
+	[ $rc -eq 75 ] || fail "second mount on a live mount point (rc $rc, want 75: busy)"
 	[ "$(status_of "$M" pid)" = "$pid" ] || fail "control socket taken over"
 	ok "stacked mount refused; status still reaches the first daemon"
 }
