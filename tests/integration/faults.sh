@@ -262,6 +262,20 @@ fc_revoke() {
 	FC_REVOKE_OUT=$out
 }
 
+# b_progress: B writes; a B whose mount gave up (it should not: --wait)
+# is noted and started again (three times at most).
+b_progress() {
+	b_writes && return 0
+	if ! alive "$bpid" && [ "$b_restarts" -lt 3 ]; then
+		b_restarts=$((b_restarts + 1))
+		wait "$bpid" 2>/dev/null
+		note+="B's mount exited ($?: $(tail -1 "$T/m.b" | cut -c1-200)), started again; "
+		nsenter -t "$FC_HOST_b" -m -n -- "$LEASEFS" mount -f --leases="$FC_URI" --ttl=$FC_TTL --wait=90 "$FC_ROOT" "$T/mb" \
+			>>"$T/m.b" 2>&1 &
+		bpid=$!; PIDS+=("$bpid")
+	fi
+	return 1
+}
 acks() { cat "$1" 2>/dev/null | wc -l; }
 a_writes() { [ "$(acks "$T/ack.a")" -ge 20 ]; }
 b_writes() { [ "$(acks "$T/ack.b")" -ge 20 ]; }
@@ -269,7 +283,7 @@ b_writes() { [ "$(acks "$T/ack.b")" -ge 20 ]; }
 # fc_run STORE FAULT N: one run; prints a JSON line, returns 1 on a violation.
 fc_run() {
 	local store=$1 fault=$2 n=$3 log uri_a=$FC_URI env_a=() hold=$((FC_TTL * 3)) t0 bpid da
-	local note="" falseack=0 bgrant="" res rc=0
+	local note="" falseack=0 bgrant="" res rc=0 b_restarts=0
 	log=log.$store.$fault.$n
 	rm -f "$T/ack.a" "$T/ack.b" "$T/w.a" "$T/w.b"
 	: >"$T/m.b"
@@ -308,8 +322,8 @@ fc_run() {
 	# The fault.
 	t0=$(date +%s%3N)
 	case $fault in
-	part-both|part-in|part-out) fc_part "${fault#part-}"; wait_until $hold b_writes || true; fc_heal_part ;;
-	skew-*) fc_part both; wait_until $hold b_writes || true; fc_heal_part ;;
+	part-both|part-in|part-out) fc_part "${fault#part-}"; wait_until $hold b_progress || true; fc_heal_part ;;
+	skew-*) fc_part both; wait_until $hold b_progress || true; fc_heal_part ;;
 	kill9) fc_kill9; sleep $((FC_TTL + 1)); fc_restart ;;
 	wipe) [ "$store" != pg ] || fc_pg_spare
 	      t0=$(date +%s%3N); fc_kill9; fc_restart fresh ;;
@@ -324,33 +338,28 @@ fc_run() {
 	revoke-part)
 		fc_part both; fc_revoke $((FC_TTL * 3))
 		case $FC_REVOKE_OUT in *"the holder acknowledged"*) falseack=1 ;; esac
-		wait_until $hold b_writes || true; fc_heal_part ;;
-	revoke-slow) fc_delay "${FC_DELAY_MS:-200}"; fc_revoke $((FC_TTL * 3)); wait_until $hold b_writes || true; fc_heal_delay ;;
+		wait_until $hold b_progress || true; fc_heal_part ;;
+	revoke-slow) fc_delay "${FC_DELAY_MS:-200}"; fc_revoke $((FC_TTL * 3)); wait_until $hold b_progress || true; fc_heal_delay ;;
 	revoke-stop)
 		kill -STOP "$da"; fc_revoke 2
 		case $FC_REVOKE_OUT in *"the holder acknowledged"*) falseack=1 ;; esac
 		kill -CONT "$da" ;;
-	kill-holder) kill -9 "$da"; wait_until $hold b_writes || true ;;
-	revoke) fc_revoke $((FC_TTL * 3)); wait_until $hold b_writes || true ;;
+	kill-holder) kill -9 "$da"; wait_until $hold b_progress || true ;;
+	revoke) fc_revoke $((FC_TTL * 3)); wait_until $hold b_progress || true ;;
 	none) ;;
 	*) fail "unknown fault $fault" ;;
 	esac
 	b_writes && bgrant="during the fault"
-	# A B whose mount gave up (it should not: --wait) is noted and started again.
-	if ! b_writes && ! alive "$bpid"; then
-		wait "$bpid" 2>/dev/null; note+="B's mount exited ($?: $(tail -1 "$T/m.b" | cut -c1-200)), started again; "
-		nsenter -t "$FC_HOST_b" -m -n -- "$LEASEFS" mount -f --leases="$FC_URI" --ttl=$FC_TTL --wait=90 "$FC_ROOT" "$T/mb" \
-			>>"$T/m.b" 2>&1 &
-		bpid=$!; PIDS+=("$bpid")
-	fi
 	# If B still waits, A hands over (it may be lost and read-only).
-	wait_until $((FC_TTL * 5)) b_writes || true
+	wait_until $((FC_TTL * 5)) b_progress || true
 	if ! b_writes; then
-		note="A unmounted to hand over; "
+		note+="A unmounted to hand over; "
 		on a timeout 20 "$LEASEFS" umount "$T/ma" >/dev/null 2>&1 || true
-		wait_until 40 b_writes || note+="B never wrote ($(tr '\n' ' ' <"$T/m.b" | cut -c1-200)); "
+		wait_until 40 b_progress || note+="B never wrote ($(tr '\n' ' ' <"$T/m.b" | cut -c1-200)); "
 	fi
 	[ -n "$bgrant" ] || bgrant=after
+	# The old holder's whole window: until its writer stops (bounded).
+	wait_until $((FC_TTL + 3)) grep -q stopped "$T/w.a" || true
 	local dt=$(( $(date +%s%3N) - t0 ))
 	kill "$wa" "$wb" 2>/dev/null || true
 	wait "$wa" "$wb" 2>/dev/null || true
