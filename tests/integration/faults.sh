@@ -16,8 +16,9 @@
 # `leasefs mount --wait` on the same root and a writer that starts the
 # moment B's mount appears; the fault is injected while A holds, held, and
 # healed; if B still waits, A unmounts (a clean handover); the records are
-# checked.  fc_run prints one JSON line per run and returns 1 on a
-# violation.
+# checked.  fc_run prints one JSON line per run (faultrec.py's check, the
+# run's notes, bad: a safety violation, false_ack, stuck: no hand-over or a
+# --wait mount that gave up) and returns 1 on any of the three.
 
 FC_TTL=3
 FC_SRV=10.77.0.1 FC_IP_a=10.77.0.2 FC_IP_b=10.77.0.3
