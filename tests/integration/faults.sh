@@ -20,6 +20,7 @@
 # run's notes, bad: a safety violation, false_ack, stuck: no hand-over or a
 # --wait mount that gave up) and returns 1 on any of the three.
 
+# shellcheck disable=SC2034,SC2154  # FC_NS_*, FC_IP_*, FC_HOST_* are read through eval
 FC_TTL=3
 FC_SRV=10.77.0.1 FC_IP_a=10.77.0.2 FC_IP_b=10.77.0.3
 FC_TAG=$$
@@ -252,14 +253,13 @@ fc_proxy_stop() {
 	FC_PROXY_PID=
 }
 
-# fc_revoke: `leasefs lease revoke` of the root from host B; sets
-# FC_REVOKE (exit status, ms, what it said).
+# fc_revoke TIMEOUT: `leasefs lease revoke` of the root from host B; sets
+# FC_REVOKE (exit status, ms, what it said) and FC_REVOKE_OUT.
 fc_revoke() {
 	local t0 rc=0 out
 	t0=$(date +%s%3N)
 	out=$(on b timeout 30 "$LEASEFS" lease revoke "$FC_NAME" --leases="$FC_URI" --timeout="$1" 2>&1) || rc=$?
 	FC_REVOKE="exit $rc after $(( $(date +%s%3N) - t0 )) ms: $(echo "$out" | tr '\n' ' ' | cut -c1-160)"
-	FC_REVOKE_RC=$rc
 	FC_REVOKE_OUT=$out
 }
 
@@ -277,7 +277,7 @@ b_progress() {
 	fi
 	return 1
 }
-acks() { cat "$1" 2>/dev/null | wc -l; }
+acks() { { wc -l <"$1"; } 2>/dev/null || echo 0; }
 a_writes() { [ "$(acks "$T/ack.a")" -ge 20 ]; }
 b_writes() { [ "$(acks "$T/ack.b")" -ge 20 ]; }
 
@@ -292,8 +292,8 @@ fc_run() {
 		[ "$FC_NETEM" = 1 ] || { fc_proxy_start; uri_a=$FC_URI_PROXY; } ;;
 	esac
 	case $fault in
-	skew-slow) env_a=(LD_PRELOAD=$FAKETIME_LIB FAKETIME=-1s FAKETIME_DONT_FAKE_MONOTONIC=1) ;;
-	skew-fast) env_a=(LD_PRELOAD=$FAKETIME_LIB FAKETIME=+1s FAKETIME_DONT_FAKE_MONOTONIC=1) ;;
+	skew-slow) env_a=("LD_PRELOAD=$FAKETIME_LIB" FAKETIME=-1s FAKETIME_DONT_FAKE_MONOTONIC=1) ;;
+	skew-fast) env_a=("LD_PRELOAD=$FAKETIME_LIB" FAKETIME=+1s FAKETIME_DONT_FAKE_MONOTONIC=1) ;;
 	esac
 	# A mounts and writes.
 	MOUNTS+=("$T/ma" "$T/mb")
