@@ -126,6 +126,10 @@ fc_store() {
 	    FC_URI="nats://$FC_SRV:4222${FC_NATS_PARAMS-?max_ttl=$FC_TTL}"
 	    FC_URI_PROXY="nats://127.0.0.1:15432${FC_NATS_PARAMS-?max_ttl=$FC_TTL}"
 	    FC_PORT=4222 ;;
+	etcd) fc_etcd_up
+	    FC_URI="etcd://$FC_SRV:2379/fc"
+	    FC_URI_PROXY="etcd://127.0.0.1:15432/fc"
+	    FC_PORT=2379 ;;
 	fs) mkdir -p "$T/fsstore"; FC_URI="fsstore:$T/fsstore"; FC_URI_PROXY=$FC_URI; FC_PORT= ;;
 	*) fail "unknown store $1" ;;
 	esac
@@ -134,9 +138,10 @@ fc_store_stop() {
 	case $FC_STORE in
 	pg) fc_pg_kill ;;
 	nats) fc_nats_kill ;;
+	etcd) fc_etcd_kill ;;
 	esac
 }
-fc_kill9() { case $FC_STORE in pg) fc_pg_kill ;; nats) fc_nats_kill ;; esac; }
+fc_kill9() { fc_store_stop; }
 # fc_restart [fresh]: the server again, with its store or (fresh) without.
 fc_restart() {
 	case $FC_STORE in
@@ -147,6 +152,7 @@ fc_restart() {
 		fc_pg_up; fc_pg_migrate
 	    else fc_pg_up; fi ;;
 	nats) [ "${1:-}" != fresh ] || rm -rf "$T/js"; fc_nats_up ;;
+	etcd) [ "${1:-}" != fresh ] || rm -rf "$T/etcd"; fc_etcd_up ;;
 	esac
 }
 
@@ -207,6 +213,22 @@ fc_nats_up() {
 		fail "nats-server did not start: $(tail -5 "$T/nats.log")"
 }
 fc_nats_kill() { kill -9 "$FC_NATS_PID" 2>/dev/null || true; wait_pid_gone "$FC_NATS_PID" 10 || fail "nats-server did not die"; }
+
+# One etcd member in the server's namespace, clients on every address.
+fc_etcd_up() {
+	command -v etcd >/dev/null || fail "etcd is not installed (scripts/setup --test installs it)"
+	ip netns exec "$FC_NS_S" env -u ETCD_UNSUPPORTED_ARCH etcd --name m0 --data-dir "$T/etcd" \
+		--listen-client-urls http://0.0.0.0:2379 --advertise-client-urls "http://$FC_SRV:2379" \
+		--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+		--initial-cluster m0=http://127.0.0.1:2380 --initial-cluster-state new >>"$T/etcd.log" 2>&1 &
+	FC_ETCD_PID=$!
+	disown "$FC_ETCD_PID"
+	PIDS+=("$FC_ETCD_PID")
+	wait_until 20 srv "$PY" -c 'import json, sys, urllib.request
+sys.exit(0 if json.load(urllib.request.urlopen("http://127.0.0.1:2379/health", timeout=1))["health"] == "true" else 1)' 2>/dev/null ||
+		fail "etcd did not start: $(tail -5 "$T/etcd.log")"
+}
+fc_etcd_kill() { kill -9 "$FC_ETCD_PID" 2>/dev/null || true; wait_pid_gone "$FC_ETCD_PID" 10 || fail "etcd did not die"; }
 
 # ---------------------------------------------------------------- faults
 fc_part() { # in|out|both: host A's traffic with the server dropped
