@@ -8,8 +8,8 @@
 # /run/leasefs (host locks, control sockets), so only the store keeps them
 # apart.  The root (FC_ROOT) is one directory both see.  The stores' servers
 # run in the server's namespace: PostgreSQL (initdb in a temp dir, the
-# harness's migrations applied by pgstore_peer.py), nats-server -js; fsstore
-# is a directory both hosts see.  TTL 3 s.
+# harness's migrations applied by pgstore_peer.py), nats-server -js, one
+# etcd member; fsstore is a directory both hosts see.  TTL 3 s.
 #
 # One run of a schedule (fc_run STORE FAULT N): A mounts and writes
 # fsync-acknowledged records (faultrec.py) to a file in the root; B runs
