@@ -74,6 +74,8 @@ struct lease_store {
 	char *uri;
 	struct lease_store_opts opts; /* strings owned (strdup'ed) */
 	void *priv;
+	_Atomic bool unreachable;         /* as last reported (lease_store_reach) */
+	_Atomic int64_t unreachable_since; /* CLOCK_MONOTONIC ns */
 };
 
 struct lease {
@@ -106,6 +108,12 @@ void lease_dispose(struct lease *lease);
  * readable and runs the callback; later calls return false and do nothing.
  */
 bool lease_mark_lost(struct lease *lease, enum lease_loss why);
+/*
+ * What a renewal (keepalive) of a held lease found: the server answered
+ * (`answered`, whatever it said) or could not be asked.  Calls the
+ * store's on_reach hook on a transition only; any thread.
+ */
+void lease_store_reach(struct lease_store *store, bool answered);
 static inline void lease_set_safe_until(struct lease *lease, int64_t t)
 {
 	atomic_store_explicit(&lease->safe_until, t, memory_order_release);

@@ -344,6 +344,8 @@ int lease_store_open(const char *uri, const struct lease_store_opts *opts,
 		st->opts.cert_file = dup_opt(opts->cert_file);
 		st->opts.key_file = dup_opt(opts->key_file);
 		st->opts.holder = dup_opt(opts->holder);
+		st->opts.on_reach = opts->on_reach;
+		st->opts.reach_userdata = opts->reach_userdata;
 	}
 	if (!st->uri) {
 		store_free(st);
@@ -543,6 +545,22 @@ int64_t lease_safe_until(const struct lease *l)
 {
 	return atomic_load_explicit(&((struct lease *)l)->safe_until,
 				    memory_order_acquire);
+}
+
+void lease_store_reach(struct lease_store *st, bool answered)
+{
+	bool was = answered; /* a transition: unreachable was `answered` */
+	int64_t now = lease_now_ns(), away = 0;
+
+	/* Only the caller that flips the flag reports. */
+	if (!atomic_compare_exchange_strong(&st->unreachable, &was, !answered))
+		return;
+	if (!answered)
+		atomic_store(&st->unreachable_since, now);
+	else
+		away = (now - atomic_load(&st->unreachable_since)) / 1000000;
+	if (st->opts.on_reach)
+		st->opts.on_reach(answered, away, st->opts.reach_userdata);
 }
 
 int lease_release(struct lease *l, int64_t deadline)

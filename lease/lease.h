@@ -147,12 +147,25 @@ typedef void (*lease_loss_cb)(struct lease *lease, enum lease_loss why,
  * Options (TTL, TLS files) come from `opts`, which may be NULL.
  */
 #define LEASE_FILE_DEFAULT_DIR "/var/lib/leasefs/leases"
+/*
+ * Reachability callback: a store with a server (etcd, pg, NATS) calls it
+ * once per transition of what its renewals of held leases find: the
+ * server stopped answering (reachable false, away_ms 0), or answers again
+ * (reachable true, away_ms since it stopped).  Never per request, never
+ * per retry; never while no lease is held (nothing is asked then).  From
+ * the store's own thread: it must not block and must not call into the
+ * store.  Losses are reported as before (LEASE_LOSS_STORE once holding
+ * became unverifiable), independently.
+ */
+typedef void (*lease_reach_cb)(bool reachable, int64_t away_ms, void *userdata);
 struct lease_store_opts {
 	int64_t ttl_ms;        /* etcd: lease TTL; 0 = default 15000 */
 	const char *ca_file;   /* etcds: */
 	const char *cert_file;
 	const char *key_file;
 	const char *holder;    /* free-form holder description, e.g. session id */
+	lease_reach_cb on_reach; /* NULL: none */
+	void *reach_userdata;
 };
 int lease_store_open(const char *uri, const struct lease_store_opts *opts,
 		     struct lease_store **out, struct lease_err *err);

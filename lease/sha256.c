@@ -81,7 +81,7 @@ void lease_sha256(const void *data, size_t len, uint8_t out[32])
 	/* 5.1.1: a 1 bit, zeros, then the length in bits, big-endian. */
 	memcpy(tail, p + (len - rest), rest);
 	tail[rest] = 0x80;
-	for (int i = 0; i < 8; i++)
+	for (size_t i = 0; i < 8; i++)
 		tail[tlen - 1 - i] = (uint8_t)(bits >> (8 * i));
 	for (size_t i = 0; i < tlen; i += 64)
 		compress(h, tail + i);

@@ -258,8 +258,12 @@ static int mem_release(struct lease *lease, int64_t deadline)
 		e->holder = NULL;
 		e->holder_pid = 0;
 	}
-	if (e && e->fencing == lease)
+	if (e && e->fencing == lease) {
+		/* The revoke's acknowledgement: the name is free again. */
 		e->fencing = NULL;
+		if (e->state == LEASE_STATE_REVOKED)
+			e->state = LEASE_STATE_FREE;
+	}
 	pthread_cond_broadcast(&ms->released);
 	pthread_mutex_unlock(&ms->lock);
 	return 0;

@@ -338,6 +338,10 @@ static void test_fence_acked(void **state)
 	pthread_join(t, NULL);
 	assert_int_equal(f.rc, 0);
 	assert_int_equal(fence, LEASE_FENCE_ACKED);
+	/* Acknowledged: the name is free again, for a placement that only
+	 * looks (shared, session) as for one that acquires. */
+	assert_int_equal(lease_show(c->store, name, &info, &err), 0);
+	assert_int_equal(info.state, LEASE_STATE_FREE);
 	struct lease *b = must_acquire(c->store, name, 0);
 	assert_true(lease_epoch(b) > lease_epoch(f.l));
 	assert_int_equal(lease_release(f.l, lease_deadline_ms(WAIT_MS)), 0);
@@ -360,6 +364,7 @@ static void test_fence_pending(void **state)
 	struct ctx *c = *state;
 	char name[128];
 	struct lease_err err = { 0 };
+	struct lease_info info;
 	enum lease_fence fence = LEASE_FENCE_ACKED;
 	struct lease *a = must_acquire(c->store, mkname(name, sizeof(name), "pend"), 0);
 
@@ -368,7 +373,11 @@ static void test_fence_pending(void **state)
 	assert_int_equal(fence, LEASE_FENCE_PENDING);
 	assert_true(lease_is_lost(a));
 	assert_int_equal(must_be_held(c->store, name), lease_epoch(a));
+	assert_int_equal(lease_show(c->store, name, &info, &err), 0);
+	assert_int_equal(info.state, LEASE_STATE_REVOKED);
 	assert_int_equal(lease_release(a, lease_deadline_ms(WAIT_MS)), 0);
+	assert_int_equal(lease_show(c->store, name, &info, &err), 0);
+	assert_int_equal(info.state, LEASE_STATE_FREE);
 	struct lease *b = must_acquire(c->store, name, lease_deadline_ms(WAIT_MS));
 	assert_true(lease_epoch(b) > lease_epoch(a));
 	lease_free(a);

@@ -326,7 +326,7 @@ static void test_kill9_reclaims_at_once(void **state)
 	int64_t t0 = lease_now_ns();
 	l = fx_must_acquire(c->store, name, 0); /* one try */
 	print_message("kill -9 reclaim: acquire took %.3f ms\n",
-		      (lease_now_ns() - t0) / 1e6);
+		      (double)(lease_now_ns() - t0) / 1e6);
 	assert_true(lease_epoch(l) > e);
 	lease_free(l);
 }
@@ -354,8 +354,8 @@ static void print_stats(const char *what, int64_t *v, int n)
 {
 	qsort(v, (size_t)n, sizeof(v[0]), cmp_i64);
 	print_message("%s over %d runs: median %.3f ms, p99 %.3f ms, max %.3f ms\n",
-		      what, n, v[n / 2] / 1e6, v[n * 99 / 100] / 1e6,
-		      v[n - 1] / 1e6);
+		      what, n, (double)v[n / 2] / 1e6, (double)v[n * 99 / 100] / 1e6,
+		      (double)v[n - 1] / 1e6);
 }
 
 /*
@@ -394,7 +394,7 @@ static void test_revoke_latency(void **state)
 		from_call[i] = lost_at - called;
 		if (after_return[i] >= 50 * 1000000LL)
 			fail_msg("run %d: revoke-to-loss %.3f ms >= 50 ms", i,
-				 after_return[i] / 1e6);
+				 (double)after_return[i] / 1e6);
 	}
 	print_stats("revoke return -> loss fd readable", after_return, LAT_RUNS);
 	print_stats("revoke call -> loss fired", from_call, LAT_RUNS);
@@ -439,7 +439,7 @@ static void test_revoke_from_process(void **state)
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_int_equal(lease_loss_reason(l), LEASE_LOSS_REVOKED);
 	print_message("cross-process revoke-to-loss: %.3f ms\n",
-		      (lost_at > done_at ? lost_at - done_at : 0) / 1e6);
+		      (double)(lost_at > done_at ? lost_at - done_at : 0) / 1e6);
 	assert_true(lost_at - done_at < 50 * 1000000LL);
 	lease_free(l);
 	l = fx_must_acquire(c->store, name, lease_deadline_ms(WAIT_MS));

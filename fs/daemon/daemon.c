@@ -148,12 +148,42 @@ static void say_serving(struct daemon *d)
 	notify_status(fixed, "held: lease %s at epoch %" PRIu64 ", serving %s", name, epoch, coord_root(d->coord));
 }
 
+/*
+ * A lease lost between the coordinator's open and INIT (the store out of
+ * reach past the TTL, a revoke, a takeover while the FUSE session was set
+ * up): the mount must not be born lost.  Decided here, at one instant, as
+ * coord_open() decides at its end: lost now fails the mount (the event
+ * thread acknowledges the loss as for any loss, the refusal's teardown
+ * releases whatever is left); lost after this is an ordinary loss of a
+ * mount that served healthy.
+ */
+static bool refuse_born_lost(struct daemon *d)
+{
+	const char *name;
+	uint64_t epoch;
+
+	if (coord_healthy(d->coord) != -ENOLINK)
+		return false;
+	gating_lease(d, &name, &epoch);
+	lfs_fail(&d->born_err, EXIT_FAIL, -ENOLINK, "lease %s on %s was lost "
+		 "(%s) at epoch %" PRIu64 " before the mount served; every "
+		 "lease is released, the mount is refused", name,
+		 coord_root(d->coord), lease_loss_str(coord_loss_reason(d->coord)),
+		 epoch);
+	d->born_lost = true;
+	daemon_stopping(d, "a lease was lost before the mount served");
+	return true;
+}
+
 /* The kernel's INIT is answered: the waiting parent may return. */
 void on_serving(void *ud)
 {
 	struct daemon *d = ud;
 
+	if (refuse_born_lost(d))
+		return;
 	say_serving(d);
+	atomic_store(&d->serving, true);
 	report(&d->report_fd, EXIT_OK);
 	if (!d->opts->foreground) {
 		log_detach_stderr();
@@ -197,6 +227,24 @@ static int say_stopped(int r)
 	return r;
 }
 
+/*
+ * Test builds only (-Dtests=true, which no package ships): sleep for the
+ * milliseconds the environment variable `name` gives, to widen a window a
+ * test must hit.  Anything else is a no-op.
+ */
+static void test_delay(const char *name)
+{
+#ifdef LEASEFS_TEST_HOOKS
+	const char *v = getenv(name);
+	long ms = v ? strtol(v, NULL, 10) : 0;
+
+	if (ms > 0 && ms <= 60000)
+		poll(NULL, 0, (int)ms);
+#else
+	(void)name;
+#endif
+}
+
 static int run_daemon(struct mount_opts *o, int report_fd)
 {
 	struct daemon d = { .opts = o, .signal_fd = -1,
@@ -226,9 +274,15 @@ static int run_daemon(struct mount_opts *o, int report_fd)
 	if (r < 0)
 		goto fail;
 	d.report_fd = report_fd;
+	test_delay("LEASEFS_TEST_SERVE_DELAY_MS");
 	r = transport_run(d.transport, 0);
 	/* The loop has joined its workers: on_serving() ran, or never will. */
 	report_fd = d.report_fd;
+	if (d.born_lost) {
+		err = d.born_err;
+		r = -ENOLINK;
+		goto fail;
+	}
 	if (report_fd >= 0) {
 		/* Without a worker nothing answered INIT. */
 		r = lfs_fail(&err, EXIT_FAIL, -EAGAIN, "cannot start serving "

@@ -81,6 +81,15 @@ struct daemon {
 	atomic_bool stopping;
 	atomic_bool lost;
 	atomic_bool fence_due;   /* shared placement: a lease to acknowledge */
+	/* Set by on_serving() (a FUSE worker) when a lease was found lost at
+	 * INIT, with the refusal in born_err; read by the main thread only
+	 * after the workers are joined. */
+	bool born_lost;
+	struct lfs_err born_err;
+	/* Set once on_serving() said the mount serves; the store's
+	 * reachability is logged from then on (store_reach()). */
+	atomic_bool serving;
+	atomic_bool unreachable_said; /* "store unreachable" logged, not yet "again" */
 };
 
 

@@ -278,6 +278,31 @@ static int with_wait(struct daemon *d,
 
 /* ---- the store and the coordinator -------------------------------------- */
 
+/*
+ * The store's reachability as its renewals find it (a store thread):
+ * said once per transition, with the lease, root and epoch, once the mount
+ * serves (before, the open's own waits and refusals say it); "again" only
+ * after "unreachable" was said.
+ */
+static void store_reach(bool reachable, int64_t away_ms, void *ud)
+{
+	struct daemon *d = ud;
+	const char *name;
+	uint64_t epoch;
+
+	if (!atomic_load(&d->serving))
+		return;
+	if (reachable && !atomic_exchange(&d->unreachable_said, false))
+		return;
+	gating_lease(d, &name, &epoch);
+	if (!reachable) {
+		atomic_store(&d->unreachable_said, true);
+		log_warning("store %s unreachable: lease %s on %s at epoch %" PRIu64 " is held until the store answers again or its safe-until passes", d->leases_shown, name, coord_root(d->coord), epoch);
+		return;
+	}
+	log_notice("store %s reachable again after %" PRId64 ".%01" PRId64 " s: lease %s on %s at epoch %" PRIu64, d->leases_shown, away_ms / 1000, away_ms % 1000 / 100, name, coord_root(d->coord), epoch);
+}
+
 /* The store --leases names (its failure names it). */
 static int open_store(struct daemon *d, struct lfs_err *err)
 {
@@ -288,6 +313,8 @@ static int open_store(struct daemon *d, struct lfs_err *err)
 		.cert_file = getenv("LEASEFS_ETCD_CERT"),
 		.key_file = getenv("LEASEFS_ETCD_KEY"),
 		.holder = d->holder,
+		.on_reach = store_reach,
+		.reach_userdata = d,
 	};
 	struct lease_err le = { 0 };
 

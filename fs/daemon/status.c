@@ -46,7 +46,7 @@ static double unix_time_of(int64_t until)
 	if (!until)
 		return 0;
 	clock_gettime(CLOCK_REALTIME, &rt);
-	return (double)rt.tv_sec + rt.tv_nsec / 1e9 +
+	return (double)rt.tv_sec + (double)rt.tv_nsec / 1e9 +
 	       (double)(until - lease_now_ns()) / 1e9;
 }
 

@@ -120,8 +120,8 @@ static ssize_t dir_add(fuse_req_t req, int dirfd, char *buf,
 
 /* The kernel serializes readdir on one open directory, so a handle is
  * never used by two threads at once. */
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-		       off_t off, struct fuse_file_info *fi, bool plus)
+static void do_readdir(fuse_req_t req, size_t size, off_t off,
+		       struct fuse_file_info *fi, bool plus)
 {
 	struct lfs_dir *d = dir_of(fi);
 	char *buf = malloc(size);
@@ -173,13 +173,15 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 void lfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 			off_t off, struct fuse_file_info *fi)
 {
-	do_readdir(req, ino, size, off, fi, false);
+	(void)ino; /* the handle names the directory */
+	do_readdir(req, size, off, fi, false);
 }
 
 void lfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 			    off_t off, struct fuse_file_info *fi)
 {
-	do_readdir(req, ino, size, off, fi, true);
+	(void)ino; /* the handle names the directory */
+	do_readdir(req, size, off, fi, true);
 }
 
 void lfs_releasedir(fuse_req_t req, fuse_ino_t ino,
@@ -187,6 +189,7 @@ void lfs_releasedir(fuse_req_t req, fuse_ino_t ino,
 {
 	struct lfs_dir *d = dir_of(fi);
 
+	(void)ino; /* the handle names the directory */
 	closedir(d->dp);
 	open_put(req_fs(req), d->uid);
 	free(d);
@@ -199,6 +202,7 @@ void lfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	int fd = dirfd(dir_of(fi)->dp);
 	int res = datasync ? fdatasync(fd) : fsync(fd);
 
+	(void)ino; /* the handle names the directory */
 	reply_err(req, res < 0 ? neg_errno() : 0);
 }
 

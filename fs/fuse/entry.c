@@ -146,7 +146,7 @@ static int make_node(void *a_)
 	int res;
 
 	if (S_ISDIR(a->mode))
-		res = mkdirat(a->dirfd, a->name, a->mode & ~S_IFMT);
+		res = mkdirat(a->dirfd, a->name, a->mode & ~(mode_t)S_IFMT);
 	else if (S_ISLNK(a->mode))
 		res = symlinkat(a->target, a->dirfd, a->name);
 	else
@@ -285,7 +285,7 @@ void lfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct lfs_inode *to = inode_of(fs, newparent);
 	int ffd = -1, tfd = -1, rc;
 
-	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
 		rc = -EINVAL;
 		goto out;
 	}

@@ -114,7 +114,7 @@ void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	uid_t uid = fuse_req_ctx(req)->uid;
 	struct make_args a = {
 		.dirfd = -1, .name = name,
-		.mode = mode & ~S_IFMT,
+		.mode = mode & ~(mode_t)S_IFMT,
 		.open_flags = create_flags(fi->flags),
 		.excl = (fi->flags & O_EXCL) != 0,
 		.fd_out = -1,
@@ -246,6 +246,7 @@ void lfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	char *dst = s->wire && s->wire->reply_buffer ?
 		    s->wire->reply_buffer(size) : NULL;
 
+	(void)ino; /* the handle names the file */
 	if (dst) {
 		ssize_t n = pread_full(fh_fd(fi), dst, size, off);
 
@@ -348,6 +349,7 @@ void lfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	int fd = dup(fh_fd(fi));
 
+	(void)ino; /* the handle names the file */
 	if (fd < 0 || close(fd) < 0)
 		reply_err(req, neg_errno());
 	else
@@ -369,6 +371,7 @@ void lfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 {
 	int res = datasync ? fdatasync(fh_fd(fi)) : fsync(fh_fd(fi));
 
+	(void)ino; /* the handle names the file */
 	reply_err(req, res < 0 ? neg_errno() : 0);
 }
 
@@ -378,6 +381,7 @@ void lfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 {
 	int res = may_mutate(req);
 
+	(void)ino; /* the handle names the file */
 	if (res == 0)
 		res = fallocate(fh_fd(fi), mode, offset, length) < 0 ? neg_errno() : 0;
 	reply_err(req, res);
@@ -391,6 +395,8 @@ void lfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 {
 	ssize_t n = may_mutate(req);
 
+	(void)ino_in;
+	(void)ino_out; /* the handles name the files */
 	if (n == 0 && (n = copy_file_range(fh_fd(fi_in), &off_in, fh_fd(fi_out),
 					   &off_out, len, (unsigned)flags)) < 0)
 		n = neg_errno();
@@ -405,6 +411,7 @@ void lfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 {
 	off_t res = lseek(fh_fd(fi), off, whence);
 
+	(void)ino; /* the handle names the file */
 	if (res < 0)
 		reply_err(req, neg_errno());
 	else

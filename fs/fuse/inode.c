@@ -266,11 +266,13 @@ void table_unref(struct lfs *fs, struct lfs_inode *inode, uint64_t n)
 	}
 	pthread_mutex_unlock(&fs->lock);
 
+	/* Through libfuse's log, which the daemon takes into its own (the
+	 * journal or syslog; stderr under -d): no dependency on fs/daemon. */
 	if (n > had)
-		fprintf(stderr, "leasefs: BUG: the kernel forgot %llu references "
-			"of inode %llu, which it held %llu times\n",
-			(unsigned long long)n, (unsigned long long)ino,
-			(unsigned long long)had);
+		fuse_log(FUSE_LOG_ERR, "BUG: the kernel forgot %llu references "
+			 "of inode %llu, which it held %llu times\n",
+			 (unsigned long long)n, (unsigned long long)ino,
+			 (unsigned long long)had);
 	if (dead)
 		inode_destroy(fs, inode);
 }

@@ -58,6 +58,11 @@ static void want(struct fuse_conn_info *conn, unsigned caps)
 	conn->want |= caps & conn->capable;
 }
 
+static void refuse(struct fuse_conn_info *conn, unsigned caps)
+{
+	conn->want &= ~caps;
+}
+
 static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct lfs_session *sess = userdata;
@@ -77,16 +82,16 @@ static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 	 * default ACL (see as_caller_masked). */
 	want(conn, FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK);
 	/* An acknowledged write must have passed the gate. */
-	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	refuse(conn, FUSE_CAP_WRITEBACK_CACHE);
 	/* The kernel clears suid/sgid itself (via setattr) on write,
 	 * truncate and chown by a caller lacking CAP_FSETID. */
-	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+	refuse(conn, FUSE_CAP_HANDLE_KILLPRIV);
 	/* flock and POSIX locks are kept by the kernel (no lock ops): one
 	 * mount is one lock domain. */
-	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	refuse(conn, FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 	if (fs->cfg.sole_writer) {
-		conn->want &= ~(FUSE_CAP_READDIRPLUS_AUTO |
-				FUSE_CAP_AUTO_INVAL_DATA);
+		refuse(conn, FUSE_CAP_READDIRPLUS_AUTO |
+		       FUSE_CAP_AUTO_INVAL_DATA);
 	} else {
 		want(conn, FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_AUTO_INVAL_DATA);
 	}

@@ -90,6 +90,7 @@ static void ka_done(struct etcd_lease *el, CURLcode cc, int64_t now)
 	int64_t ttl = ka_parse(el, cc);
 	int64_t interval = etcd_ms_to_ns(el->ttl_ms) / 3;
 
+	lease_store_reach(el->lease->store, ttl >= 0);
 	if (ttl == 0) {
 		lease_mark_lost(el->lease, LEASE_LOSS_EXPIRED);
 	} else if (ttl > 0) {

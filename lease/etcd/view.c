@@ -54,7 +54,10 @@ static void info_hwm(struct lease_info *info, json_object *kv)
 		j = json_tokener_parse(raw);
 		if (etcd_json_i64(j, "epoch") > 0) {
 			epoch = (uint64_t)etcd_json_i64(j, "epoch");
-			revoked = etcd_json_i64(j, "revoked") != 0;
+			/* Acknowledged (the holder's release after its
+			 * drain): free again. */
+			revoked = etcd_json_i64(j, "revoked") != 0 &&
+				  etcd_json_i64(j, "acked") == 0;
 		}
 	}
 	if (epoch > info->epoch)
@@ -86,13 +89,14 @@ int etcd_show(struct lease_store *st, const char *name,
 {
 	struct etcd_store *es = etcd_store_priv(st);
 	char *k = etcd_key_b64(es, "", name), *hk = etcd_key_b64(es, ETCD_HWM_DIR, name);
+	char *fk = etcd_key_b64(es, ETCD_FENCE_DIR, name);
 	char *in = NULL, *in_end = NULL;
 	json_object *body, *succ, *ans = NULL, *kv, *rin;
 	int code, r;
 
 	memset(info, 0, sizeof(*info));
 	snprintf(info->name, sizeof(info->name), "%s", name);
-	if (!k || !hk || etcd_scope_range(es, name, &in, &in_end) < 0) {
+	if (!k || !hk || !fk || etcd_scope_range(es, name, &in, &in_end) < 0) {
 		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
 		goto out;
 	}
@@ -102,6 +106,7 @@ int etcd_show(struct lease_store *st, const char *name,
 	json_object_object_add(rin, "range_end", json_object_new_string(in_end));
 	json_object_object_add(rin, "limit", etcd_json_int64_str(1));
 	json_object_array_add(succ, etcd_wrap("request_range", rin));
+	json_object_array_add(succ, etcd_wrap("request_range", etcd_obj_str("key", fk)));
 	body = etcd_txn_body(NULL, succ, NULL);
 	r = etcd_call(&es->cli, "/v3/kv/txn", body, lease_deadline_ms(5000),
 		      name, &ans, &code, err);
@@ -115,9 +120,15 @@ int etcd_show(struct lease_store *st, const char *name,
 	if (kv)
 		info_hwm(info, kv);
 	info_within(info, es, etcd_txn_range(ans, 2));
+	/* Revoked means not yet fenced: the fence entry gone (acknowledged,
+	 * or expired past the holder's safe-until), the name is free. */
+	if (info->state == LEASE_STATE_REVOKED &&
+	    !etcd_first_kv(etcd_txn_range(ans, 3)))
+		info->state = LEASE_STATE_FREE;
 out:
 	json_object_put(ans);
 	free(k);
+	free(fk);
 	free(hk);
 	free(in);
 	free(in_end);

@@ -34,6 +34,7 @@ static int file_open(struct lease_store *store, const char *rest,
 	char real[PATH_MAX];
 	int r;
 
+	(void)rest; /* a file: URI names only its directory */
 	if (!fs)
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
 	fs->dirfd = -1;
@@ -281,6 +282,21 @@ out_close:
 
 /* ---- release and revoke -------------------------------------------- */
 
+/*
+ * Whether a release at `epoch` clears the record: our own grant, or the
+ * revoke that superseded it (epoch + 1, state revoked).  The release is the
+ * revoke's acknowledgement, so the marker goes with it: the name is free
+ * (at the revoke's epoch, so the next grant is higher still), for every
+ * placement.  A later grant's record is never touched.
+ */
+static bool ours_to_clear(const struct rec *rec, uint64_t epoch)
+{
+	if (rec->state == LEASE_STATE_HELD)
+		return rec->epoch == epoch;
+	return rec->state == LEASE_STATE_REVOKED && epoch < UINT64_MAX &&
+	       rec->epoch == epoch + 1;
+}
+
 static int file_release(struct lease *l, int64_t deadline)
 {
 	struct file_store *fs = fs_of(l->store);
@@ -299,7 +315,7 @@ static int file_release(struct lease *l, int64_t deadline)
 	if (r < 0)
 		goto out_close;
 	r = fb_rec_read(fs, l->name, &rec, NULL, NULL);
-	if (r < 0 || rec.epoch != l->epoch || rec.state != LEASE_STATE_HELD)
+	if (r < 0 || !ours_to_clear(&rec, l->epoch))
 		goto out_close; /* superseded or unreadable: not ours to clear */
 	rec.state = LEASE_STATE_FREE;
 	r = fb_rec_write(fs, l->name, &rec, NULL);
@@ -537,10 +553,14 @@ static int file_show(struct lease_store *store, const char *name,
 			info->within_epoch = in.epoch;
 	}
 	info->epoch = rec.epoch;
-	if (rec.state == LEASE_STATE_REVOKED)
+	/* Revoked means "not yet fenced": a revoked holder that released
+	 * or died (its grant lock gone) leaves the name free. */
+	if (!held)
+		info->state = LEASE_STATE_FREE;
+	else if (rec.state == LEASE_STATE_REVOKED)
 		info->state = LEASE_STATE_REVOKED;
 	else
-		info->state = held ? LEASE_STATE_HELD : LEASE_STATE_FREE;
+		info->state = LEASE_STATE_HELD;
 	if (info->state == LEASE_STATE_HELD) {
 		info->holder_pid = rec.pid;
 		snprintf(info->holder, sizeof(info->holder), "%s", rec.holder);

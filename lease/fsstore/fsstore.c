@@ -71,15 +71,15 @@ static int openat_walk(int dirfd, const char *rel, int flags, mode_t mode)
 int fss_openat(struct fss_store *fs, const char *rel, int flags, mode_t mode)
 {
 	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
-		.mode = (flags & O_CREAT) ? mode : 0,
+		.flags = (unsigned)(flags | O_CLOEXEC | O_NOFOLLOW),
+		.mode = (flags & O_CREAT) ? mode : 0u,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 			   RESOLVE_NO_MAGICLINKS,
 	};
 	long fd = syscall(SYS_openat2, fs->dirfd, rel, &how, sizeof(how));
 
 	if (fd < 0 && errno == ENOSYS)
-		return openat_walk(fs->dirfd, rel, flags, how.mode);
+		return openat_walk(fs->dirfd, rel, flags, (mode_t)how.mode);
 	return fd < 0 ? -errno : (int)fd;
 }
 

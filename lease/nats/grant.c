@@ -105,7 +105,7 @@ static int fits(struct ns_store *ns, const struct ns_bucket *b,
 				     "max_ttl of %.3g s (the longest TTL any of "
 				     "its holders uses; raise max_ttl= in the "
 				     "URI of every mount of the store)", ns->shown,
-				     ns->ttl_ms / 1e3, ns->max_ttl_ms / 1e3);
+				     (double)ns->ttl_ms / 1e3, (double)ns->max_ttl_ms / 1e3);
 	if (b->max_age_ns > 0 && ns->ttl_ms * 1000000 >= b->max_age_ns)
 		return lease_err_set(err, LEASE_E_USAGE, 0, NULL, "natsstore %s: "
 				     "a TTL of %.3g s does not fit the bucket "
@@ -113,8 +113,8 @@ static int fits(struct ns_store *ns, const struct ns_bucket *b,
 				     "%.3g s after their last write (its max "
 				     "age): a live grant could vanish between "
 				     "renewals; use a TTL below %.3g s",
-				     ns->shown, ns->ttl_ms / 1e3,
-				     b->max_age_ns / 1e9, b->max_age_ns / 1e9);
+				     ns->shown, (double)ns->ttl_ms / 1e3,
+				     (double)b->max_age_ns / 1e9, (double)b->max_age_ns / 1e9);
 	return 0;
 }
 
@@ -140,7 +140,7 @@ static int settled(struct ns_store *ns, const char *name, const char *key,
 			 "%.3g s old (it is %.3g s): a holder from before it "
 			 "(a server that lost its store) may believe itself "
 			 "valid until then", ns->shown, name,
-			 ns_grace_ns(ns) / 1e9, age > 0 ? age / 1e9 : 0.0);
+			 (double)ns_grace_ns(ns) / 1e9, age > 0 ? (double)age / 1e9 : 0.0);
 	return lease_errkind_errno(LEASE_E_HELD);
 }
 
@@ -228,12 +228,19 @@ static int take(struct ns_store *ns, const char *name, const char *key,
 
 /* ---- our records ---------------------------------------------------- */
 
+/*
+ * Our record of the grant at `epoch`, written over the previous holder's
+ * only: created where there is none, else updated on the revision read,
+ * and never over a record of this epoch or a later one (a successor's,
+ * if our grant was taken over before we got here: -EBUSY).
+ */
 static int record_put(struct ns_store *ns, const char *key, uint64_t epoch,
 		      const char *holder, const char *desc, uint64_t *rev)
 {
 	json_object *o = json_object_new_object();
 	char rk[NS_KEY_MAX + 4];
-	natsStatus s;
+	natsStatus s = NATS_ERR;
+	int r = -EIO;
 
 	json_object_object_add(o, "epoch", json_object_new_uint64(epoch));
 	json_object_object_add(o, "holder", json_object_new_string(holder));
@@ -242,9 +249,22 @@ static int record_put(struct ns_store *ns, const char *key, uint64_t epoch,
 	json_object_object_add(o, "description",
 			       json_object_new_string(desc ? desc : ""));
 	snprintf(rk, sizeof(rk), "h.%s", key);
-	s = kvStore_PutString(rev, ns->own, rk, json_object_to_json_string(o));
+	for (int tries = 0; s != NATS_OK && tries < 3; tries++) {
+		const char *json = json_object_to_json_string(o);
+		struct ns_record cur;
+		bool had = ns_holder_read(ns, key, &cur) == 1;
+
+		if (had && cur.epoch >= epoch) {
+			r = -EBUSY;
+			break;
+		}
+		s = had ? kvStore_UpdateString(rev, ns->own, rk, json, cur.rev)
+			: kvStore_CreateString(rev, ns->own, rk, json);
+		if (unreachable(s))
+			break;
+	}
 	json_object_put(o);
-	return s == NATS_OK ? 0 : -EIO;
+	return s == NATS_OK ? 0 : r;
 }
 
 static natsStatus marker_put(struct ns_store *ns, const char *mk,
@@ -260,11 +280,13 @@ static natsStatus marker_put(struct ns_store *ns, const char *mk,
 	return s;
 }
 
+/* Our markers, each only if nobody wrote it since our last write (a
+ * successor within the same scopes writes the same keys). */
 static void markers_drop(struct ns_store *ns, struct ns_lease *pl)
 {
 	for (size_t i = 0; i < pl->nmarkers; i++)
-		if (pl->markers[i])
-			kvStore_Delete(ns->own, pl->markers[i]);
+		if (pl->markers[i] && pl->marker_revs[i])
+			ns_own_delete_if(ns, pl->markers[i], pl->marker_revs[i]);
 }
 
 /* Markers first, then the scopes looked at: of a grant within a scope
@@ -387,15 +409,20 @@ static void renew_locked(struct ns_store *ns, struct ns_lease *pl,
 	struct ns_value v = { .epoch = l->epoch, .revision = pl->revision };
 	int64_t sent = lease_now_ns(), until = lease_safe_until(l);
 	natsStatus s = NATS_CONNECTION_DISCONNECTED;
-
-	snprintf(v.holder, sizeof(v.holder), "%s", pl->holder);
-	v.expires_ns = ns_server_hi(ns, sent) + ns->ttl_ms * 1000000;
+	bool link = natsConnection_Status(ns->nc) == NATS_CONN_STATUS_CONNECTED;
 	/* Sent while the link is down, a write would wait in the library's
 	 * buffer for whatever server comes next, which may be one that lost
 	 * its store: no renewal before the bucket was looked at again. */
-	if (natsConnection_Status(ns->nc) == NATS_CONN_STATUS_CONNECTED &&
-	    !atomic_load(&ns->recheck))
+	bool sent_now = link && !atomic_load(&ns->recheck);
+
+	snprintf(v.holder, sizeof(v.holder), "%s", pl->holder);
+	v.expires_ns = ns_server_hi(ns, sent) + ns->ttl_ms * 1000000;
+	if (sent_now)
 		s = write_value(ns->kv, pl->key, &v, false);
+	/* Reachability: what a sent renewal found, or a link that is down
+	 * (not a renewal held back for a look at the bucket). */
+	if (sent_now || !link)
+		lease_store_reach(l->store, !unreachable(s));
 	/* Nothing listens on the bucket's subjects: it may be gone. */
 	if (s == NATS_NO_RESPONDERS)
 		atomic_store(&ns->recheck, true);
@@ -414,6 +441,10 @@ static void renew_locked(struct ns_store *ns, struct ns_lease *pl,
 	*rd = (struct round){ .sent = sent, .rev = v.revision,
 			      .created_ns = pl->created_ns };
 	lease_set_safe_until(l, ns_safe_until(ns, sent));
+	/* Put, not an update on our last revision: the renewal above was
+	 * conditional and succeeded, so the markers are ours to write, and a
+	 * refused contender for the name (which writes the same keys before
+	 * it looks, and deletes them after) must not make us stop. */
 	for (size_t i = 0; i < pl->nmarkers; i++)
 		if (pl->markers[i])
 			marker_put(ns, pl->markers[i], &v, &pl->marker_revs[i]);
@@ -555,6 +586,24 @@ static void give_back(struct ns_store *ns, struct ns_lease *pl, uint64_t epoch)
 	write_value(ns->kv, pl->key, &v, false);
 }
 
+/* record_put() for a grant, its failure said. */
+static int record_write(struct ns_store *ns, struct lease_store *store,
+			struct ns_lease *pl, const char *name, uint64_t epoch,
+			struct lease_err *err)
+{
+	uint64_t rev = 0;
+	int r = record_put(ns, pl->key, epoch, pl->holder, store->opts.holder,
+			   &rev);
+
+	if (r == -EBUSY)
+		return held(name, epoch + 1, err); /* taken over meanwhile */
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, -EIO, name, "natsstore "
+				     "%s: cannot write the holder's record "
+				     "of %s", ns->shown, name);
+	return 0;
+}
+
 static int grant(struct lease_store *store, struct ns_lease *pl,
 		 const char *name, const struct lease_scopes *sc,
 		 struct ns_value *v, int64_t sent, struct lease **out,
@@ -562,7 +611,7 @@ static int grant(struct lease_store *store, struct ns_lease *pl,
 {
 	struct ns_store *ns = ns_of(store);
 	char inner[LEASE_NAME_MAX + 1];
-	uint64_t inner_epoch = 0, rev = 0;
+	uint64_t inner_epoch = 0;
 	struct lease *l = NULL;
 	int r = 0;
 
@@ -571,11 +620,8 @@ static int grant(struct lease_store *store, struct ns_lease *pl,
 	if (r == 0 && ns_within(ns, pl->key, inner, sizeof(inner),
 				&inner_epoch) > 0)
 		r = held(inner, inner_epoch, err);
-	if (r == 0 && record_put(ns, pl->key, v->epoch, pl->holder,
-				 store->opts.holder, &rev) < 0)
-		r = lease_err_set(err, LEASE_E_IO, -EIO, name, "natsstore %s: "
-				  "cannot write the holder's record of %s",
-				  ns->shown, name);
+	if (r == 0)
+		r = record_write(ns, store, pl, name, v->epoch, err);
 	if (r == 0 && (r = lease_alloc(store, name, v->epoch, sc, &l)) < 0)
 		lease_err_set(err, LEASE_E_IO, r, name, "out of memory");
 	if (r < 0) {
@@ -675,18 +721,27 @@ int ns_release(struct lease *l, int64_t deadline)
 	struct ns_store *ns = ns_of(l->store);
 	struct ns_lease *pl = l->priv;
 	char rk[NS_KEY_MAX + 4];
+	struct ns_record rec;
+	uint64_t rev = 0;
 
 	(void)deadline;
 	if (!pl)
 		return 0;
 	holder_remove(ns, pl);
 	/* Our record says "released" before the grant goes: a revoker that
-	 * sees the entry expired knows it was given back, not let lapse. */
-	ns_holder_mark(ns, pl->key, "released", 0);
+	 * sees the entry expired knows it was given back, not let lapse.
+	 * Only our own record, at the revision read (a successor may have
+	 * replaced it while we were away), and only that revision is
+	 * deleted: a late release never touches a successor's record. */
+	if (ns_holder_read(ns, pl->key, &rec) == 1 && rec.epoch == l->epoch &&
+	    strcmp(rec.holder, pl->holder) == 0 &&
+	    ns_holder_mark(ns, pl->key, "released", rec.rev, &rev) < 0)
+		rev = 0;
 	give_back(ns, pl, l->epoch);
 	markers_drop(ns, pl);
 	snprintf(rk, sizeof(rk), "h.%s", pl->key);
-	kvStore_Delete(ns->own, rk);
+	if (rev)
+		ns_own_delete_if(ns, rk, rev);
 	ns_publish(ns, "release", pl->key);
 	return 0;
 }

@@ -259,10 +259,17 @@ struct ns_record {
 };
 /* The record at `key`: 1 with *rec, 0 if none. */
 int ns_holder_read(struct ns_store *ns, const char *key, struct ns_record *rec);
-/* Set `field` (revoked, released) in the record, over revision `rev`
- * (0: whatever is there): 0 or -errno. */
+/* Set `field` (revoked, released) in the record if its revision is still
+ * `rev` (*nrev, if not NULL, the new one): 0, -ENOENT, or -EAGAIN when the
+ * record changed (another holder's now). */
 int ns_holder_mark(struct ns_store *ns, const char *key, const char *field,
-		   uint64_t rev);
+		   uint64_t rev, uint64_t *nrev);
+/* Delete `rk` from our bucket if its last revision is `rev` (a delete
+ * marker published with Nats-Expected-Last-Subject-Sequence): 0, or
+ * -EAGAIN when someone wrote it since (or the server could not be asked).
+ * Every delete of a holder's record or marker goes through here, so a
+ * late release never removes a successor's. */
+int ns_own_delete_if(struct ns_store *ns, const char *rk, uint64_t rev);
 /* Live grants within `name`: count, and the first one's name and epoch. */
 unsigned ns_within(struct ns_store *ns, const char *key, char *first,
 		   size_t firstsz, uint64_t *first_epoch);

@@ -54,27 +54,51 @@ int ns_holder_read(struct ns_store *ns, const char *key, struct ns_record *rec)
 }
 
 int ns_holder_mark(struct ns_store *ns, const char *key, const char *field,
-		   uint64_t rev)
+		   uint64_t rev, uint64_t *nrev)
 {
 	char rk[NS_KEY_MAX + 4];
 	kvEntry *e = NULL;
 	json_object *o;
-	uint64_t nrev;
+	uint64_t got = 0;
 	natsStatus s;
 
 	snprintf(rk, sizeof(rk), "h.%s", key);
 	if (kvStore_Get(&e, ns->own, rk) != NATS_OK)
 		return -ENOENT;
-	if (!rev)
-		rev = kvEntry_Revision(e);
-	o = json_tokener_parse(kvEntry_ValueString(e));
+	o = kvEntry_Revision(e) == rev
+		? json_tokener_parse(kvEntry_ValueString(e)) : NULL;
 	kvEntry_Destroy(e);
 	if (!o)
-		return -EINVAL;
+		return -EAGAIN; /* changed since `rev`, or unreadable */
 	json_object_object_add(o, field, json_object_new_boolean(true));
-	s = kvStore_UpdateString(&nrev, ns->own, rk, json_object_to_json_string(o),
+	s = kvStore_UpdateString(&got, ns->own, rk, json_object_to_json_string(o),
 				 rev);
 	json_object_put(o);
+	if (s != NATS_OK)
+		return -EAGAIN;
+	if (nrev)
+		*nrev = got;
+	return 0;
+}
+
+int ns_own_delete_if(struct ns_store *ns, const char *rk, uint64_t rev)
+{
+	char subj[NS_KEY_MAX * 2 + 64];
+	natsMsg *m = NULL;
+	jsPubOptions o;
+	natsStatus s;
+
+	if (!rev)
+		return -EINVAL; /* 0 would make the condition none */
+	snprintf(subj, sizeof(subj), "$KV." NS_OWN_BUCKET ".%s", rk);
+	jsPubOptions_Init(&o);
+	o.ExpectLastSubjectSeq = rev;
+	s = natsMsg_Create(&m, subj, NULL, NULL, 0);
+	if (s == NATS_OK)
+		s = natsMsgHeader_Set(m, "KV-Operation", "DEL");
+	if (s == NATS_OK)
+		s = js_PublishMsg(NULL, ns->js, m, &o, NULL);
+	natsMsg_Destroy(m);
 	return s == NATS_OK ? 0 : -EAGAIN;
 }
 
@@ -214,7 +238,7 @@ int ns_revoke(struct lease_store *store, const char *name, int64_t deadline,
 		return 0; /* a harness holder: await_fence says it cannot be told */
 	if (rec.revoked)
 		return lease_err_not_held(err, name); /* revoked already: nothing held */
-	r = ns_holder_mark(ns, key, "revoked", rec.rev);
+	r = ns_holder_mark(ns, key, "revoked", rec.rev, NULL);
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, name, "natsstore %s: "
 				     "revoke %s: its holder's record changed "

@@ -64,6 +64,7 @@ static void renew_locked(struct pg_store *ps, struct pg_lease *pl)
 		 "h.name = $1 AND h.epoch = $2 AND h.holder = $3::bytea), false)",
 		 ps->t_main);
 	r = pg_query(ps, until > sent ? until : 0, sql, 5, p, &res, NULL);
+	lease_store_reach(l->store, r == 0);
 	if (r < 0) {
 		pl->next_renew = lease_deadline_ms(RETRY_MS);
 		if (until && lease_now_ns() >= until)

@@ -3,6 +3,7 @@
 # finding that held on 7c8f2bf and must not hold now.  Real users are made
 # here (useradd, removed at exit).  ADV_ONLY=NAME runs one section (names:
 # see the list at the end).
+# bound: 180
 . "$(dirname "$0")/lib.sh"
 
 UA=lfs-adv-a UB=lfs-adv-b G=lfs-adv-g

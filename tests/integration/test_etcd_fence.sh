@@ -19,6 +19,7 @@
 #      an mmap of a FUSE file that never answers): revoke cannot let a
 #      successor in until the write landed and the holder drained (#8).
 # Host B is a mount namespace with its own /run/leasefs (lib.sh).
+# bound: 180
 if [ -z "${LEASEFS_ETCD_ENDPOINTS:-}" ]; then
 	exec timeout -k 10 "${IT_TIMEOUT:-300}" \
 		"$(dirname "$0")/../etcd-harness.sh" bash "$0" "$@"

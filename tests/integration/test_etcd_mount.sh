@@ -17,6 +17,7 @@
 #      and none of the queued writes lands after the successor started.
 # A stopped daemon's mount point is only ever touched through `timeout`;
 # cleanup continues and kills stopped daemons and etcd before unmounting.
+# bound: 90
 if [ -z "${LEASEFS_ETCD_ENDPOINTS:-}" ]; then
 	exec timeout -k 10 "${IT_TIMEOUT:-240}" \
 		"$(dirname "$0")/../etcd-harness.sh" bash "$0" "$@"

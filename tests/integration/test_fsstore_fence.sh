@@ -6,6 +6,7 @@
 # thousands of locks on the host and processes taking and dropping more
 # all the while, must never report the holder's acknowledgement; once the
 # mount runs again it acknowledges for real.
+# bound: 90
 . "$(dirname "$0")/lib.sh"
 
 S=$T/store R=$T/root M=$T/mnt

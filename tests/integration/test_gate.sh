@@ -81,7 +81,9 @@ ok "statfs read-only"
 [ "$(cat "$R/keep")" = keep ] || fail "backing file changed"
 
 # --- latency: revoke returns -> first EROFS ---------------------------------
-rounds=${GATE_ROUNDS:-20}
+# Each round must see EROFS within 5 s; the printed percentiles are a
+# measurement, not a check: GATE_ROUNDS=100 for meaningful ones.
+rounds=${GATE_ROUNDS:-5}
 lat=()
 for i in $(seq "$rounds"); do
 	m=$T/lat$i

@@ -8,6 +8,7 @@
 # it falls back to /dev/fuse when disabled on either side.  Enables the
 # fuse module's enable_uring for the test and restores it; SKIP where the
 # kernel has no such parameter or it cannot be set.
+# serial: it switches the fuse module's enable_uring, which is host-wide
 . "$(dirname "$0")/lib.sh"
 unset LEASEFS_IT_TRANSPORT   # this test chooses each mount's transport
 

@@ -63,10 +63,11 @@ fi
 # --- (c) --------------------------------------------------------------------
 # One outcome per case: errno of the operation, the mode after it and
 # whether security.capability survived, seen on the backing file and
-# through the mount.  Each case starts from a fresh file owned by 1234.
-cat >"$T/case.py" <<'PY'
+# through the mount.  Each case starts from a fresh file owned by 1234 and
+# runs in a child of its own; one interpreter runs a whole matrix.
+cat >"$T/matrix.py" <<'PY'
 import ctypes, errno, os, struct, sys
-base, view, op, who, mode, cap = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5], 8), sys.argv[6] == "1"
+base, view = sys.argv[1], sys.argv[2]
 
 def drop_fsetid():
     """uid 0 without CAP_FSETID (a capability-less root, as in containers)."""
@@ -77,60 +78,64 @@ def drop_fsetid():
     data[0] &= ~(1 << 4)  # effective
     data[1] &= ~(1 << 4)  # permitted
     assert libc.capset(hdr, data) == 0
-name = "f-%s-%d-%o-%d" % (op, who, mode, cap)
-path = os.path.join(base, name)
-fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-os.write(fd, b"0123456789")
-os.close(fd)
-os.chown(path, 1234, 1234)
-os.chmod(path, mode)
-if cap:  # cap_net_bind_service=ep, VFS_CAP_REVISION_2
-    os.setxattr(path, "security.capability", struct.pack("<IIIII", 0x02000001, 1 << 10, 0, 0, 0))
-os.stat(path)  # through the mount: the kernel now has these attributes
-pid = os.fork()
-if pid == 0:
-    try:
-        if who == -1:
-            drop_fsetid()
-        elif who:
-            os.setgroups([]); os.setgid(who); os.setuid(who)
-        if op == "write":
-            fd = os.open(path, os.O_WRONLY); os.write(fd, b"x"); os.close(fd)
-        elif op == "bigwrite":  # large enough to arrive spliced
-            fd = os.open(path, os.O_WRONLY); os.write(fd, b"y" * (256 << 10)); os.close(fd)
-        elif op == "truncate":
-            os.truncate(path, 3)
-        elif op == "ftruncate":
-            fd = os.open(path, os.O_WRONLY); os.ftruncate(fd, 2); os.close(fd)
-        elif op == "otrunc":
-            os.close(os.open(path, os.O_WRONLY | os.O_TRUNC))
-        elif op == "chown":
-            os.chown(path, -1, 1234)
-        os._exit(0)
-    except OSError as e:
-        os._exit(e.errno)
-_, st = os.waitpid(pid, 0)
-rc = os.waitstatus_to_exitcode(st)
-seen = os.stat(path)
-backing = os.stat(os.path.join(view, name))
+
+def act(path, op, who):
+    if who == -1:
+        drop_fsetid()
+    elif who:
+        os.setgroups([]); os.setgid(who); os.setuid(who)
+    if op == "write":
+        fd = os.open(path, os.O_WRONLY); os.write(fd, b"x"); os.close(fd)
+    elif op == "bigwrite":  # large enough to arrive spliced
+        fd = os.open(path, os.O_WRONLY); os.write(fd, b"y" * (256 << 10)); os.close(fd)
+    elif op == "truncate":
+        os.truncate(path, 3)
+    elif op == "ftruncate":
+        fd = os.open(path, os.O_WRONLY); os.ftruncate(fd, 2); os.close(fd)
+    elif op == "otrunc":
+        os.close(os.open(path, os.O_WRONLY | os.O_TRUNC))
+    elif op == "chown":
+        os.chown(path, -1, 1234)
+
 def hascap(p):
     try:
         os.getxattr(p, "security.capability"); return 1
     except OSError:
         return 0
-print("%s who=%d mode=%o cap=%d: rc=%d mode=%o/%o cap=%d/%d" % (op, who, mode, cap, rc,
-      seen.st_mode & 0o7777, backing.st_mode & 0o7777, hascap(path), hascap(os.path.join(view, name))))
+
+def case(op, who, mode, cap):
+    name = "f-%s-%d-%o-%d" % (op, who, mode, cap)
+    path = os.path.join(base, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, b"0123456789")
+    os.close(fd)
+    os.chown(path, 1234, 1234)
+    os.chmod(path, mode)
+    if cap:  # cap_net_bind_service=ep, VFS_CAP_REVISION_2
+        os.setxattr(path, "security.capability", struct.pack("<IIIII", 0x02000001, 1 << 10, 0, 0, 0))
+    os.stat(path)  # through the mount: the kernel now has these attributes
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            act(path, op, who)
+            os._exit(0)
+        except OSError as e:
+            os._exit(e.errno)
+    _, st = os.waitpid(pid, 0)
+    rc = os.waitstatus_to_exitcode(st)
+    seen = os.stat(path)
+    backing = os.stat(os.path.join(view, name))
+    print("%s who=%d mode=%o cap=%d: rc=%d mode=%o/%o cap=%d/%d" % (op, who, mode, cap, rc,
+          seen.st_mode & 0o7777, backing.st_mode & 0o7777, hascap(path), hascap(os.path.join(view, name))))
+
+for op in ("write", "bigwrite", "truncate", "ftruncate", "otrunc", "chown"):
+    for who in (0, -1, 1234, 1235):
+        for mode in (0o4777, 0o2777, 0o2767, 0o6777):
+            case(op, who, mode, 0)
+        case(op, who, 0o777, 1)
 PY
-run_matrix() { # DIR_USED DIR_BACKING
-	for op in write bigwrite truncate ftruncate otrunc chown; do
-		for who in 0 -1 1234 1235; do
-			for mode in 4777 2777 2767 6777; do
-				python3 "$T/case.py" "$1" "$2" $op $who $mode 0
-			done
-			python3 "$T/case.py" "$1" "$2" $op $who 0777 1
-		done
-	done
-}
+run_matrix() { python3 "$T/matrix.py" "$1" "$2"; } # DIR_USED DIR_BACKING
 run_matrix "$N" "$N" >"$T/native.txt"
 run_matrix "$M" "$R" >"$T/kp2.txt"
 run_matrix "$M0" "$R0" >"$T/kp0.txt"

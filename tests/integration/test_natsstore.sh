@@ -10,9 +10,12 @@
 #   - a holder whose clock is 1 s slow or fast, cut off from the server:
 #     its successor's first record comes after its last;
 #   - a server restarted without its store under a holder: the holder
-#     turns read-only and no successor is granted while it can write.
+#     turns read-only and no successor is granted while it can write;
+#   - a holder's release that arrives after its successor's grant leaves
+#     the successor's record alone.
 # SECTIONS (default all): a space-separated subset of
-#   config contend restart battery maxttl lower idle skew wipe
+#   config contend restart battery maxttl lower idle skew wipe late
+# bound: 240
 if [ -z "${LEASEFS_NATS_URI:-}" ]; then
 	exec "$(dirname "$0")/../nats-harness.sh" bash "$0" "$@"
 fi
@@ -34,7 +37,7 @@ export LEASEFS_LEASES=$U
 mkdir -p "$R" "$M"
 NAME=$(python3 "$HERE/fsstore_peer.py" "$R" --root-name)
 KEY=$(echo "$NAME" | sed 's/_/_u/g; s/\./_d/g; s,/,_s,g')
-SECTIONS=${SECTIONS:-config contend restart battery maxttl lower idle skew wipe}
+SECTIONS=${SECTIONS:-config contend restart battery maxttl lower idle skew wipe late}
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 start_peer() { peer_start node "$PEER" "$LEASEFS_NATS_URI" "$NAME" "$1" "${2:-$TTL}"; } # MODE [TTL]
@@ -292,5 +295,39 @@ if want wipe; then
 	on_b timeout 15 "$LEASEFS" umount "$MB"
 	"$LEASEFS" umount "$M" 2>/dev/null || true
 	ok "wipe: the old holder turned read-only; the successor on host B was granted after, and wrote after its last record"
+fi
+# ------------------------------------------------------------- late
+# A holder stopped past its TTL; a mount on host B takes the root; the old
+# holder resumes, finds itself taken over and is unmounted: its release
+# (of its record, its markers) comes after the successor's grant and must
+# leave the successor's record exactly as it was, so a revoke still
+# reaches the successor, who acknowledges it.
+if want late; then
+	start_host_b
+	ML=$T/mnt-late
+	mkdir -p "$ML"
+	settle
+	mount_ws "$R" "$M" --ttl=$TTL --wait=20
+	old_pid=$DAEMON_PID
+	kill -STOP "$old_pid"
+	MOUNTS+=("$ML")
+	on_b timeout 60 "$LEASEFS" mount --ttl=$TTL --wait=30 "$R" "$ML" >"$T/mount-late.out" 2>&1 || {
+		kill -CONT "$old_pid"; fail "no successor while the holder was stopped: $(cat "$T/mount-late.out")"; }
+	PIDS+=("$(on_b "$LEASEFS" status "$ML" --json | json_get pid)")
+	eb=$(on_b "$LEASEFS" status "$ML" --json | json_get epoch)
+	rec_b=$(tool own-get "h.$KEY")
+	grep -Eq "\"epoch\": *$eb[, }]" <<<"$rec_b" || { kill -CONT "$old_pid"; fail "the successor's record: $rec_b"; }
+	kill -CONT "$old_pid"
+	old_not_held() { [ "$(status_of "$M" state)" != held ]; }
+	wait_until 15 old_not_held || fail "the old holder still says held after its successor's grant"
+	timeout 15 "$LEASEFS" umount "$M"
+	wait_pid_gone "$old_pid" 10 || fail "the old holder did not exit"
+	after=$(tool own-get "h.$KEY")
+	[ "$after" = "$rec_b" ] || fail "the old holder's late release changed the successor's record: '$rec_b' -> '$after'"
+	[ "$(on_b "$LEASEFS" status "$ML" --json | json_get state)" = held ] || fail "the successor lost its lease"
+	out=$(timeout 30 "$LEASEFS" lease revoke "$NAME" 2>&1) || fail "revoke of the successor: $out"
+	grep -q acknowledged <<<"$out" || fail "the successor was not told of its revoke: $out"
+	on_b timeout 15 "$LEASEFS" umount "$ML"
+	ok "late release: the successor's record (epoch $eb) survived the old holder's release; a revoke reached it"
 fi
 echo PASS

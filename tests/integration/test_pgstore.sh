@@ -15,6 +15,7 @@
 #   identifiers   schema and table_prefix: leasefs refuses what the harness
 #                 refuses; the longest the harness takes work end to end
 #   owners        another database role's "_leasefs" is refused, not used
+# bound: 90
 if [ -z "${LEASEFS_PG_URI:-}" ]; then
 	exec "$(dirname "$0")/../pg-harness.sh" bash "$0" "$@"
 fi

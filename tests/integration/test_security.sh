@@ -3,6 +3,7 @@
 # attack or a careless act from an adversarial review, run for real with
 # users made here (useradd, removed at exit).  SEC_ONLY=NAME runs one
 # section (names: see the list at the end).
+# bound: 90
 . "$(dirname "$0")/lib.sh"
 
 UA=lfs-sec-a UB=lfs-sec-b

@@ -10,6 +10,7 @@
 #     waiting mount either comes up healthy or fails having given back all
 #     it took; either way a successor gets the root afterwards.
 #  4. A shared mount's --wait waits for a root held exclusively too.
+# bound: 120
 if [ -z "${LEASEFS_NATS_URI:-}" ]; then
 	exec "$(dirname "$0")/../nats-harness.sh" bash "$0" "$@"
 fi

@@ -6,6 +6,7 @@
 # and clear refusals (a root it cannot write, no /dev/fuse, no
 # fusermount3, allow_other that root did not allow).  Real users made
 # here, removed at exit.
+# serial: it opens /dev/fuse to other users (chmod 666) and restores it
 . "$(dirname "$0")/lib.sh"
 
 UA=lfs-usr-a UB=lfs-usr-b

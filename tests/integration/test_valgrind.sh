@@ -2,6 +2,7 @@
 # The daemon under memcheck: a mount, a burst of mutations, a revoke, and an
 # orderly umount must give no memcheck error and no definite leak.  Runs
 # the non-sanitizer build (memcheck and ASan do not mix).
+# bound: 90
 . "$(dirname "$0")/lib.sh"
 
 VG_BIN=$TOP/build/leasefs

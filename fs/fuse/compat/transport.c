@@ -186,7 +186,7 @@ static void amend_init_reply(struct transport *t, struct iovec *iov, int count)
 	if (t->opts.killpriv_v2 && (offered & FUSE_HANDLE_KILLPRIV_V2)) {
 		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
 		/* v1 (the kernel clears on its own, then asks) stays off. */
-		out->flags &= ~FUSE_HANDLE_KILLPRIV;
+		out->flags &= ~(uint32_t)FUSE_HANDLE_KILLPRIV;
 		atomic_store(&t->killpriv_v2, true);
 	}
 	if (iov[1].iov_len >= sizeof(*out)) {

@@ -22,15 +22,11 @@
  *    >= 6.6) (transport_wire_ops).
  * The kernel's structures come from its uapi header (<linux/fuse.h>).
  *
- * compat/ goes when the libfuse the project builds on (Debian's) asks for
- * these itself: FUSE_CAP_HANDLE_KILLPRIV_V2 with the kill flags handed to
- * the filesystem, FUSE over io_uring, FUSE_CAP_DIRECT_IO_ALLOW_MMAP and
- * FUSE_CAP_PASSTHROUGH with fuse_passthrough_open() (all in upstream
- * releases after 3.14; check the
- * one Debian ships before deleting).  FUSE_TMPFILE has no
- * libfuse support at all yet: that part stays until it has.  The session
- * then runs libfuse's own loop again and this folder, with its copies of
- * <linux/fuse.h> declarations, is deleted.
+ * Each piece goes with the libfuse release that makes it unnecessary
+ * (README.md here: the table of end dates); the compat-end test fails
+ * once the installed libfuse has one.  The session then runs libfuse's
+ * own loop again and this folder, with its copies of <linux/fuse.h>
+ * declarations, is deleted.
  */
 #ifndef LEASEFS_TRANSPORT_H
 #define LEASEFS_TRANSPORT_H

@@ -8,6 +8,8 @@
 //   node tool.mjs URI entry KEY       "EPOCH REVISION" of the harness's key,
 //                                     or "none"
 //   node tool.mjs URI own-put KEY VAL put VAL at KEY in leasefs's bucket
+//   node tool.mjs URI own-get KEY     "REVISION VALUE" of KEY in leasefs's
+//                                     bucket, or "none"
 import { connect } from "nats";
 
 const [uri, what, arg] = process.argv.slice(2);
@@ -35,6 +37,11 @@ if (what === "config") {
   const e = await kv.get(arg);
   if (!e || e.operation !== "PUT") console.log("none");
   else console.log(JSON.parse(new TextDecoder().decode(e.value)).epoch + " " + e.revision);
+} else if (what === "own-get") {
+  const kv = await nc.jetstream().views.kv("natsstore_leases_leasefs", { bindOnly: true, allow_direct: true });
+  const e = await kv.get(arg);
+  if (!e || e.operation !== "PUT") console.log("none");
+  else console.log(e.revision + " " + new TextDecoder().decode(e.value));
 } else if (what === "own-put") {
   const kv = await nc.jetstream().views.kv("natsstore_leases_leasefs", { bindOnly: true, allow_direct: true });
   await kv.put(arg, process.argv[5]);
