@@ -14,7 +14,8 @@
 # No acknowledged record of a holder may come after its successor's first
 # (in the file or in time), and epochs rise.  Skips (77) only where network
 # namespaces or nftables do not work.
-export IT_TIMEOUT=${IT_TIMEOUT:-170}
+# bound: 180
+export IT_TIMEOUT=${IT_TIMEOUT:-180}
 . "$(dirname "$0")/lib.sh"
 . "$HERE/faults.sh"
 
