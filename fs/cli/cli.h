@@ -19,6 +19,7 @@ int cmd_watch(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 int cmd_umount(int argc, char **argv);
 int cmd_lease(int argc, char **argv);       /* lease_cmd.c */
+int cmd_hostd(int argc, char **argv);       /* hostd_cmd.c */
 
 /* options.c */
 /* `leasefs mount`'s options and operands into *o (syntax only). */

@@ -6,8 +6,9 @@
  *   leasefs ROOT MOUNTPOINT -o OPT[,OPT...]       fstab.c (mount(8))
  *   leasefs status|watch|metrics|umount MOUNTPOINT clients.c
  *   leasefs lease list|show NAME|revoke NAME      lease_cmd.c
+ *   leasefs hostd [--idle-exit=SECONDS]           hostd_cmd.c
  *
- * Exit codes: 0 ok, 64 usage, 75 workspace busy, 3 revoked but not fenced,
+ * Exit codes: 0 ok, 64 usage, 75 workspace busy, 76 no host lock arbiter, 3 revoked but not fenced,
  * 4 the mount went away (watch), 1 anything else.  Every internal
  * function returns 0 or -errno with a struct lfs_err (error.h) naming what
  * failed and its exit code.
@@ -31,7 +32,8 @@ const char usage_text[] =
 	"       leasefs ROOT MOUNTPOINT -o OPT[,OPT...]   (mount(8), fstab)\n"
 	"       leasefs lease list [--leases=URI]\n"
 	"       leasefs lease show NAME [--leases=URI]\n"
-	"       leasefs lease revoke NAME [--leases=URI] [--timeout=SECONDS]\n";
+	"       leasefs lease revoke NAME [--leases=URI] [--timeout=SECONDS]\n"
+	"       leasefs hostd [--idle-exit=SECONDS]   (root: the host lock arbiter)\n";
 
 static const struct command {
 	const char *name;
@@ -43,6 +45,7 @@ static const struct command {
 	{ "watch", cmd_watch },
 	{ "metrics", cmd_metrics },
 	{ "lease", cmd_lease },
+	{ "hostd", cmd_hostd },
 };
 
 /*

@@ -19,16 +19,16 @@
 
 int control_path(const char *mountpoint, uid_t uid, char *out, size_t outsz)
 {
-	char name[96], suffix[24] = "";
+	char name[96], dir[24] = "";
 	int r = ws_root_name(mountpoint, name, sizeof(name));
 
 	if (r < 0)
 		return r;
 	if (uid != 0)
-		snprintf(suffix, sizeof(suffix), ".%u", (unsigned)uid);
+		snprintf(dir, sizeof(dir), "/%u", (unsigned)uid);
 	/* name is "workspace-roots/<hex>": the hash names the socket. */
-	if ((size_t)snprintf(out, outsz, CONTROL_DIR "/%s%s.sock",
-			     strchr(name, '/') + 1, suffix) >= outsz)
+	if ((size_t)snprintf(out, outsz, CONTROL_DIR "%s/%s.sock", dir,
+			     strchr(name, '/') + 1) >= outsz)
 		return -ENAMETOOLONG;
 	return 0;
 }
