@@ -111,10 +111,10 @@ static int ensure_dir(const char *path, mode_t mode, uid_t uid, bool repair)
 		return -errno;
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
-	if ((st.st_mode & 07777) == mode && st.st_uid == uid)
+	/* Anyone else only needs it there: what is in it is the arbiter's
+	 * business (root's uid may not even be mapped in its namespace). */
+	if (!repair || ((st.st_mode & 07777) == mode && st.st_uid == uid))
 		return 0;
-	if (!repair)
-		return -EPERM;
 	if (st.st_uid != uid && lchown(path, uid, (gid_t)-1) < 0)
 		return -errno;
 	return chmod(path, mode) < 0 ? -errno : 1;
@@ -174,7 +174,7 @@ int rundir_prepare(char *msg, size_t msgsz)
 		snprintf(msg, msgsz, "the host's run directory %s is %s; root "
 			 "sets it up (systemd-tmpfiles --create leasefs.conf, as "
 			 "at boot, or any mount by root)", at,
-			 r == -ENOENT ? "missing" : "not root's");
+			 r == -ENOENT ? "missing" : "not a directory");
 	return r;
 }
 
