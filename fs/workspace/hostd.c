@@ -620,7 +620,7 @@ static int open_listener(bool *activated, char *msg, size_t msgsz)
 int hostd_run(const struct hostd_opts *o, char *msg, size_t msgsz)
 {
 	struct workers w = { .sweep_due = true };
-	int64_t idle_since = lease_now_ns();
+	int64_t idle_since = lease_now_ns(), swept = 0;
 	bool activated;
 	int lfd, r;
 
@@ -641,9 +641,10 @@ int hostd_run(const struct hostd_opts *o, char *msg, size_t msgsz)
 		int timeout = w.n || w.sweep_due ? 200 : 1000;
 		int conn;
 
-		if (w.sweep_due) {
+		if (w.sweep_due || lease_now_ns() - swept > HOSTD_SWEEP_S * 1000000000LL) {
 			w.sweep_due = false;
 			(void)rundir_sweep();
+			swept = lease_now_ns();
 		}
 		if (poll(&pfd, 1, timeout) < 0 && errno != EINTR)
 			break;

@@ -17,8 +17,8 @@
  *   - makes ctl/<uid>, where the caller's control sockets go.
  * Each request is served by a process of its own, bounded in time; a uid
  * has at most HOSTD_PER_UID of them at once.  Released locks and what
- * killed daemons left are swept (rundir_sweep()) at start and after a
- * caller says it let go.
+ * killed daemons left are swept (rundir_sweep()) at start, after a caller
+ * says it let go, and every HOSTD_SWEEP_S while it runs.
  *
  * Protocol, one request and one reply per connection:
  *   take\t<mode>\t<epoch>\t<what>\t<mountpoint>\t<path>
@@ -36,6 +36,8 @@
 #define HOSTD_PER_UID 8
 #define HOSTD_WORKERS 64
 #define HOSTD_REQUEST_TIMEOUT_S 10
+/* A sweep at least this often while it runs (what killed daemons left). */
+#define HOSTD_SWEEP_S 60
 
 struct hostd_opts {
 	int idle_exit_s;   /* exit when idle this long; 0: never (by hand) */
