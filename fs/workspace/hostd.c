@@ -311,12 +311,11 @@ static int caller_groups(pid_t pid, gid_t *groups, int max)
 
 /* As the caller (its ids and groups): that `path`, resolved from its root
  * without a symlink, is a directory it may read, write and search, and
- * that it owns it if it is sticky.  A directory the daemon writes (IS:
- * metrics, a file store) may not exist yet: its nearest existing ancestor
- * is asked whether the caller may write it.  0 or -errno.  Run in a child
- * of its own (it changes credentials). */
-static int may_lock_as(const struct caller *c, int rootfd, const char *path,
-		       enum hostlock_mode mode)
+ * that it owns it if it is sticky.  A directory not made yet (a session's,
+ * the metrics or a file store's) is asked of its nearest existing
+ * ancestor: that the caller may write and search it, where it will make
+ * it.  0 or -errno.  Run in a child of its own (it changes credentials). */
+static int may_lock_as(const struct caller *c, int rootfd, const char *path)
 {
 	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
 				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
@@ -325,6 +324,7 @@ static int may_lock_as(const struct caller *c, int rootfd, const char *path,
 	int n = caller_groups(c->cr.pid, groups, NGROUPS_MAX), fd;
 	char at[PATH_MAX];
 	struct stat st;
+	bool exact;
 
 	if (n < 0)
 		return n;
@@ -335,24 +335,24 @@ static int may_lock_as(const struct caller *c, int rootfd, const char *path,
 	snprintf(at, sizeof(at), "%s", path);
 	while ((fd = (int)syscall(SYS_openat2, rootfd, at[1] ? at + 1 : ".",
 				  &how, sizeof(how))) < 0 &&
-	       errno == ENOENT && mode == HOSTLOCK_IS && ws_path_parent(at))
+	       errno == ENOENT && ws_path_parent(at))
 		;
 	if (fd < 0)
 		return -errno;
-	if (syscall(SYS_faccessat2, fd, "", (mode == HOSTLOCK_IS ? 0 : R_OK) |
-		    W_OK | X_OK, AT_EMPTY_PATH | AT_EACCESS) < 0)
+	exact = strcmp(at, path) == 0;
+	if (syscall(SYS_faccessat2, fd, "", (exact ? R_OK : 0) | W_OK | X_OK,
+		    AT_EMPTY_PATH | AT_EACCESS) < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	if (mode != HOSTLOCK_IS && (st.st_mode & S_ISVTX) && st.st_uid != c->cr.uid)
+	if (exact && (st.st_mode & S_ISVTX) && st.st_uid != c->cr.uid)
 		return -EACCES;
 	return 0;
 }
 
 /* may_lock_as() in a child, waited for at most 5 s (a path on a
  * filesystem that does not answer is refused, not waited on). */
-static int may_lock(const struct caller *c, const char *path,
-		    enum hostlock_mode mode)
+static int may_lock(const struct caller *c, const char *path)
 {
 	char root[32];
 	int p[2], rootfd, r = -ETIMEDOUT;
@@ -368,7 +368,7 @@ static int may_lock(const struct caller *c, const char *path,
 	}
 	pid = fork();
 	if (pid == 0) {
-		r = may_lock_as(c, rootfd, path, mode);
+		r = may_lock_as(c, rootfd, path);
 		(void)!write(p[1], &r, sizeof(r));
 		_exit(0);
 	}
@@ -435,15 +435,15 @@ static void serve_take(const struct caller *c, char *line)
 		say(c->conn, NULL, 0, "error\t%d\ta request no leasefs daemon makes", EINVAL);
 		return;
 	}
-	if (c->cr.uid != 0 && (r = may_lock(c, spec.path, spec.mode)) < 0) {
+	if (c->cr.uid != 0 && (r = may_lock(c, spec.path)) < 0) {
 		say(c->conn, NULL, 0, "error\t%d\tcannot take the host lock on "
 		    "%s: %s (uid %u may lock only a directory it may read, "
 		    "write and search, and owns if it is sticky)", -r, spec.path,
 		    strerror(-r), (unsigned)c->cr.uid);
 		return;
 	}
-	r = rundir_ctl_dir(c->cr.uid);
-	if (r < 0 && c->cr.uid != 0) {
+	r = c->cr.uid ? rundir_ctl_dir(c->cr.uid) : 0;
+	if (r < 0) {
 		say(c->conn, NULL, 0, "error\t%d\tcannot make %s/%u: %s", -r,
 		    RUNDIR_CTL, (unsigned)c->cr.uid, strerror(-r));
 		return;
