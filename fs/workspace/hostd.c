@@ -219,14 +219,22 @@ static void pause_until(int64_t deadline, int *pause_ms)
 	*pause_ms = *pause_ms * 2 > 1000 ? 1000 : *pause_ms * 2;
 }
 
+/* How long a caller waits out an arbiter busy with its uid's other
+ * requests (HOSTD_PER_UID), whatever its --wait. */
+#define ARBITER_BUSY_WAIT_MS 15000
+
 int hostd_take(const struct hostlock_spec *spec, int64_t deadline,
 	       struct hostlock *h, struct lease_err *err)
 {
+	int64_t busy_until = lease_deadline_ms(ARBITER_BUSY_WAIT_MS);
 	int pause_ms = 100, r;
 
-	while ((r = take_once(spec, h, err)) == -EBUSY &&
-	       !lease_deadline_passed(deadline))
-		pause_until(deadline, &pause_ms);
+	if (busy_until < deadline)
+		busy_until = deadline;
+	while (((r = take_once(spec, h, err)) == -EBUSY &&
+		!lease_deadline_passed(deadline)) ||
+	       (r == -EAGAIN && !lease_deadline_passed(busy_until)))
+		pause_until(r == -EBUSY ? deadline : busy_until, &pause_ms);
 	return r;
 }
 
@@ -641,7 +649,9 @@ int hostd_run(const struct hostd_opts *o, char *msg, size_t msgsz)
 		int timeout = w.n || w.sweep_due ? 200 : 1000;
 		int conn;
 
-		if (w.sweep_due || lease_now_ns() - swept > HOSTD_SWEEP_S * 1000000000LL) {
+		/* At most one sweep a second, however often callers let go. */
+		if ((w.sweep_due && lease_now_ns() - swept > 1000000000LL) ||
+		    lease_now_ns() - swept > HOSTD_SWEEP_S * 1000000000LL) {
 			w.sweep_due = false;
 			(void)rundir_sweep();
 			swept = lease_now_ns();
