@@ -438,14 +438,16 @@ static int listen_on(struct control *ctl)
 	return 0;
 }
 
-/* The socket's hash (<hash>.sock) names the textfile too. */
+/* The textfile is named by the mount point's hash. */
 static int open_textfile(struct control *ctl)
 {
-	char hash[NAME_MAX + 1];
+	char name[96];
+	int r = ws_root_name(ctl->info.status.mountpoint, name, sizeof(name));
 
-	snprintf(hash, sizeof(hash), "%s", strrchr(ctl->path, '/') + 1);
-	hash[strcspn(hash, ".")] = '\0';
-	return textfile_open(&ctl->textfile, ctl->info.metrics_dir, hash);
+	if (r < 0)
+		return r;
+	return textfile_open(&ctl->textfile, ctl->info.metrics_dir,
+			     strchr(name, '/') + 1);
 }
 
 static struct control *control_alloc(const struct daemon_info *info)

@@ -34,8 +34,9 @@
 
 /* Control socket path for a canonical mount point served by a daemon of
  * `uid` (as the host sees it): CONTROL_DIR/<hash>.sock for root's,
- * CONTROL_DIR/<uid>/<hash>.sock for a user's; `out` >= 108 bytes (client.c:
- * both sides name it so). */
+ * CONTROL_DIR/<uid>/<HMAC of the mount point under uid's key>.sock for a
+ * user's (/proc/net/unix shows the names to everyone); `out` >= 108 bytes
+ * (client.c: both sides name it so).  -EACCES: not root nor uid. */
 int control_path(const char *mountpoint, uid_t uid, char *out, size_t outsz);
 
 /* ---- server ----------------------------------------------------------- */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -186,6 +187,55 @@ int rundir_ctl_dir(uid_t uid)
 	snprintf(path, sizeof(path), RUNDIR_CTL "/%u", (unsigned)uid);
 	r = ensure_dir(path, 0700, uid, true);
 	return r < 0 ? r : 0;
+}
+
+/* The key at `path`: a regular file of `uid`'s (or ours, as our user
+ * namespace sees it), exactly 32 bytes. */
+static int key_read(const char *path, uid_t uid, unsigned char key[32])
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK), r = 0;
+	struct stat st;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		r = -errno;
+	else if (!S_ISREG(st.st_mode) || (st.st_uid != uid && st.st_uid != geteuid()) ||
+		 st.st_size != 32 ||
+		 read(fd, key, 32) != 32)
+		r = -EINVAL;
+	close(fd);
+	return r;
+}
+
+/* A new key, written whole under a name of our own, then linked into
+ * place: a reader never sees half a key, and a key there stays. */
+static int key_make(const char *path, uid_t uid, unsigned char key[32])
+{
+	char tmp[PATH_MAX];
+	int fd, r;
+
+	snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+	(void)unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	r = getrandom(key, 32, 0) == 32 && write(fd, key, 32) == 32 ? 0 : -EIO;
+	close(fd);
+	if (r == 0 && link(tmp, path) < 0)
+		r = -errno;
+	(void)unlink(tmp);
+	return r == -EEXIST ? key_read(path, uid, key) : r;
+}
+
+int rundir_ctl_key(uid_t uid, bool create, unsigned char key[32])
+{
+	char path[sizeof(RUNDIR_CTL) + 32];
+	int r;
+
+	snprintf(path, sizeof(path), RUNDIR_CTL "/%u/key", (unsigned)uid);
+	r = key_read(path, uid, key);
+	return r == -ENOENT && create ? key_make(path, uid, key) : r;
 }
 
 /* ---- locked files ---------------------------------------------------------- */

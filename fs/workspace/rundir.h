@@ -55,6 +55,15 @@ int rundir_prepare(char *msg, size_t msgsz);
 int rundir_ctl_dir(uid_t uid);
 
 /*
+ * The key that names `uid`'s control sockets (control.h), ctl/<uid>/key:
+ * 32 random bytes, readable by that uid and root alone, so that the names
+ * (which /proc/net/unix shows everyone) say nothing of the mount points.
+ * With `create` (the uid's own daemon) made if absent; a key once there is
+ * never replaced.  0 or -errno (-EACCES: not ours to read).
+ */
+int rundir_ctl_key(uid_t uid, bool create, unsigned char key[32]);
+
+/*
  * Real root: remove what no live holder has any more: lock files and
  * holder records nobody locks (taken write-locked, non-blocking, before
  * the unlink, so that a live holder is never raced), and control sockets
