@@ -248,15 +248,18 @@ atk_gc() {
 	mount_ws "$R/b" "$T/gm2"
 	"$LEASEFS" umount "$T/gm1"
 	pid=$(status_of "$T/gm2" pid)
+	local left
+	left=$(ls /run/leasefs/holders/0-"$pid"-*.rec)
+	[ -n "$left" ] || fail "the daemon has no record"
 	kill -9 "$pid"
 	umount -l "$T/gm2"
-	[ "$(count_run)" -gt "$live" ] || fail "the killed daemon left nothing to collect"
 	# The arbiter sweeps when a daemon says it let go (a user's umount).
 	mkdir -p "$HA/gws" "$HA/gmnt"; chown "$UA:" "$HA/gws" "$HA/gmnt"
 	as "$UA" "$LEASEFS" mount "$HA/gws" "$HA/gmnt" || fail "the user's mount"
 	as "$UA" "$LEASEFS" umount "$HA/gmnt"
 	wait_until 20 count_le "$live" ||
-		fail "the run directory did not shrink to the live mount's $live names: $(count_run): $(ls -R /run/leasefs)"
+		fail "the run directory did not shrink to the live mount's $live names: $(run_names)"
+	for f in $left; do [ ! -e "$f" ] || fail "the killed daemon's $f was not collected"; done
 	mkdir -p "$T/gx"
 	rc=0; "$LEASEFS" mount "$R/live" "$T/gx" >"$T/out" 2>&1 || rc=$?; out=$(cat "$T/out")
 	MOUNTS+=("$T/gx")
