@@ -30,6 +30,7 @@ int cli_usage(const char *cmd);
 /* "leasefs CMD: <message>" and CMD's short usage to stderr; EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+int cmd_hostd(int argc, char **argv);       /* hostd_cmd.c */
 
 /* options.c */
 /* `leasefs mount --help`'s options, from the parser's own table. */

@@ -6,6 +6,7 @@
  *   leasefs ROOT MOUNTPOINT -o OPT[,OPT...]       fstab.c (mount(8))
  *   leasefs status|watch|metrics|umount MOUNTPOINT clients.c
  *   leasefs lease list|show|revoke ...            lease_cmd.c
+ *   leasefs hostd [--idle-exit=SECONDS]           hostd_cmd.c
  *   leasefs version | --version | help [COMMAND] | --help
  *
  * Conventions (util-linux's): `--help` (or `-h`) anywhere among a
@@ -14,7 +15,7 @@
  * prefixed "leasefs COMMAND:", and that command's short usage to stderr,
  * exit 64.
  *
- * Exit codes: 0 ok, 64 usage, 75 workspace busy, 3 revoked but not fenced,
+ * Exit codes: 0 ok, 64 usage, 75 workspace busy, 76 no host lock arbiter, 3 revoked but not fenced,
  * 4 the mount went away (watch), 1 anything else.  Every internal
  * function returns 0 or -errno with a struct lfs_err (error.h) naming what
  * failed and its exit code.
@@ -58,6 +59,11 @@ static const struct command {
 	  "\n"
 	  "  --leases=URI       the store (default: $LEASEFS_LEASES, else the file store)\n"
 	  "  --timeout=SECONDS  revoke: how long to wait for the fence\n", NULL },
+	{ "hostd", cmd_hostd, "hostd [--idle-exit=SECONDS]\n",
+	  "The host lock arbiter (root of the host only; socket-activated by\n"
+	  "leasefs-hostd.socket): takes host locks for users' and user-namespace\n"
+	  "mounts and hands the locked descriptors back.  --idle-exit: exit after\n"
+	  "that many idle seconds (60 when socket-activated).\n", NULL },
 	{ "version", cmd_version, "version\n", "Print the version.\n", NULL },
 	{ "help", cmd_help, "help [COMMAND]\n",
 	  "Print the usage of every command, or COMMAND's help.\n", NULL },

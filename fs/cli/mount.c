@@ -51,7 +51,7 @@ static int detach(const char *path)
 	pid_t pid;
 
 	if (geteuid() == 0)
-		return umount2(path, MNT_DETACH) < 0 ? -errno : 0;
+		return umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 ? -errno : 0;
 	if (posix_spawnp(&pid, "fusermount3", NULL, NULL, argv, environ) != 0)
 		return -ENOENT;
 	while (waitpid(pid, &status, 0) < 0)

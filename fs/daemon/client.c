@@ -17,18 +17,49 @@
 /* A reply past this is no daemon's: refused rather than read on. */
 #define REPLY_MAX (16u << 20)
 
+/* HMAC-SHA256 (RFC 2104) of msg under a 32-byte key, in hex. */
+static int hmac_hex(const unsigned char key[32], const char *msg, char out[65])
+{
+	size_t n = strlen(msg);
+	unsigned char *buf = malloc(64 + (n > 32 ? n : 32)), inner[32], md[32];
+
+	if (!buf)
+		return -ENOMEM;
+	for (int i = 0; i < 64; i++)
+		buf[i] = (unsigned char)((i < 32 ? key[i] : 0) ^ 0x36);
+	memcpy(buf + 64, msg, n);
+	lease_sha256(buf, 64 + n, inner);
+	for (int i = 0; i < 64; i++)
+		buf[i] = (unsigned char)((i < 32 ? key[i] : 0) ^ 0x5c);
+	memcpy(buf + 64, inner, 32);
+	lease_sha256(buf, 64 + 32, md);
+	free(buf);
+	for (int i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+/* Root's sockets are named by the mount point's hash (its mounts are
+ * root's to show); a user's by an HMAC under the user's key, which only
+ * that user and root can read (rundir_ctl_key()). */
 int control_path(const char *mountpoint, uid_t uid, char *out, size_t outsz)
 {
-	char name[96], suffix[24] = "";
+	char name[96], hex[65], dir[24] = "";
+	unsigned char key[32];
 	int r = ws_root_name(mountpoint, name, sizeof(name));
 
+	if (r == 0 && uid != 0) {
+		r = rundir_ctl_key(uid, uid == rundir_host_uid(), key);
+		if (r == 0)
+			r = hmac_hex(key, mountpoint, hex);
+		snprintf(dir, sizeof(dir), "/%u", (unsigned)uid);
+	} else if (r == 0) {
+		/* name is "workspace-roots/<hex>": the hash names the socket. */
+		snprintf(hex, sizeof(hex), "%s", strchr(name, '/') + 1);
+	}
 	if (r < 0)
 		return r;
-	if (uid != 0)
-		snprintf(suffix, sizeof(suffix), ".%u", (unsigned)uid);
-	/* name is "workspace-roots/<hex>": the hash names the socket. */
-	if ((size_t)snprintf(out, outsz, CONTROL_DIR "/%s%s.sock",
-			     strchr(name, '/') + 1, suffix) >= outsz)
+	if ((size_t)snprintf(out, outsz, CONTROL_DIR "%s/%s.sock", dir, hex) >= outsz)
 		return -ENAMETOOLONG;
 	return 0;
 }

@@ -401,27 +401,13 @@ static bool socket_live(const char *path)
 	return true;
 }
 
-/* Bind to sa's path.  A socket there that no daemon answers is a crashed
- * daemon's and is replaced, a live one of ours is never taken over; one
- * another user put there is removed by root and refuses anyone else. */
-static int bind_socket(int fd, const struct sockaddr_un *sa)
-{
-	struct stat st;
-
-	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
-		return 0;
-	if (errno != EADDRINUSE)
-		return -errno;
-	if (lstat(sa->sun_path, &st) < 0)
-		return -errno;
-	if (st.st_uid == geteuid() && socket_live(sa->sun_path))
-		return -EADDRINUSE;
-	if (st.st_uid != geteuid() && geteuid() != 0)
-		return -EADDRINUSE;
-	unlink(sa->sun_path);
-	return bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ? 0 : -errno;
-}
-
+/*
+ * Listen on ctl->path, in a directory only our uid (or root) writes
+ * (rundir.h): bound under a name of our own and renamed into place once
+ * listening, so that the name always answers (a sweep removes only names
+ * nobody answers on) and what a killed daemon of ours left is replaced.
+ * A live daemon of ours at the name is never taken over.
+ */
 static int listen_on(struct control *ctl)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -430,16 +416,21 @@ static int listen_on(struct control *ctl)
 
 	if (r < 0)
 		return r;
+	if (socket_live(ctl->path))
+		return -EADDRINUSE;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ctl->path);
-	r = bind_socket(fd, &sa);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.*s.%d",
+		 (int)(strlen(ctl->path) - strlen(".sock")), ctl->path, (int)getpid());
+	unlink(sa.sun_path);
 	/* Everyone may connect: who may talk is decided per connection
 	 * (peer_allowed()). */
-	if (r < 0 || chmod(ctl->path, 0666) < 0 || listen(fd, 64) < 0) {
-		if (r == 0)
-			r = -errno;
+	r = bind(fd, (const struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(sa.sun_path, 0666) < 0 || listen(fd, 64) < 0 ||
+	    rename(sa.sun_path, ctl->path) < 0 ? -errno : 0;
+	if (r < 0) {
+		unlink(sa.sun_path);
 		close(fd);
 		return r;
 	}
@@ -447,14 +438,16 @@ static int listen_on(struct control *ctl)
 	return 0;
 }
 
-/* The socket's hash (<hash>.sock) names the textfile too. */
+/* The textfile is named by the mount point's hash. */
 static int open_textfile(struct control *ctl)
 {
-	char hash[NAME_MAX + 1];
+	char name[96];
+	int r = ws_root_name(ctl->info.status.mountpoint, name, sizeof(name));
 
-	snprintf(hash, sizeof(hash), "%s", strrchr(ctl->path, '/') + 1);
-	hash[strcspn(hash, ".")] = '\0';
-	return textfile_open(&ctl->textfile, ctl->info.metrics_dir, hash);
+	if (r < 0)
+		return r;
+	return textfile_open(&ctl->textfile, ctl->info.metrics_dir,
+			     strchr(name, '/') + 1);
 }
 
 static struct control *control_alloc(const struct daemon_info *info)
@@ -483,7 +476,7 @@ int control_start(const struct daemon_info *info, struct control **out)
 	if (!ctl)
 		return -ENOMEM;
 	r = ctl->stop_fd < 0 ? -errno
-			     : control_path(info->status.mountpoint, geteuid(),
+			     : control_path(info->status.mountpoint, rundir_host_uid(),
 					    ctl->path, sizeof(ctl->path));
 	if (r == 0)
 		r = open_textfile(ctl);

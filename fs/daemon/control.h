@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The control socket of a mount: a unix socket per mount point under
- * LEASEFS_RUN_DIR/ctl (rundir.h), never inside the workspace, named by the
- * mount point and the daemon's uid, so that each user's daemons have names
- * of their own.  A client finds the uid in the mount's user_id (the
+ * LEASEFS_RUN_DIR/ctl (rundir.h), never inside the workspace: root's in
+ * ctl/ itself, a user's in ctl/<uid>, which root makes and only that user
+ * writes, so that nobody can take another's name.  A client finds the uid in the mount's user_id (the
  * kernel's record of who mounted it) and talks only to a server of that
  * uid (SO_PEERCRED): a socket another user put under the name is never
  * believed.  One request line per connection:
@@ -33,8 +33,10 @@
 #define CONTROL_DIR RUNDIR_CTL
 
 /* Control socket path for a canonical mount point served by a daemon of
- * `uid`: CONTROL_DIR/<hash>.sock for root's, <hash>.<uid>.sock for a
- * user's; `out` >= 108 bytes (client.c: both sides name it so). */
+ * `uid` (as the host sees it): CONTROL_DIR/<hash>.sock for root's,
+ * CONTROL_DIR/<uid>/<HMAC of the mount point under uid's key>.sock for a
+ * user's (/proc/net/unix shows the names to everyone); `out` >= 108 bytes
+ * (client.c: both sides name it so).  -EACCES: not root nor uid. */
 int control_path(const char *mountpoint, uid_t uid, char *out, size_t outsz);
 
 /* ---- server ----------------------------------------------------------- */

@@ -47,10 +47,13 @@ int lfs_fail(struct lfs_err *err, int exit, int code, const char *fmt, ...)
 	return code;
 }
 
-/* The one place a lease error kind becomes an exit code. */
-static int lease_kind_exit(enum lease_errkind kind)
+/* The one place a lease error becomes an exit code. */
+static int lease_kind_exit(enum lease_errkind kind, int code)
 {
 	switch (kind) {
+	case LEASE_E_IO:
+		/* hostd.c: no arbiter, where one is needed. */
+		return code == -ENOLCK ? EXIT_NOARBITER : EXIT_FAIL;
 	case LEASE_E_HELD:
 		return EXIT_BUSY;
 	case LEASE_E_USAGE:
@@ -67,7 +70,7 @@ int lfs_err_from_lease(struct lfs_err *err, int r, const struct lease_err *le)
 {
 	if (r >= 0)
 		return r;
-	err->exit = lease_kind_exit(le->kind);
+	err->exit = lease_kind_exit(le->kind, le->code ? le->code : r);
 	snprintf(err->msg, sizeof(err->msg), "%s",
 		 le->msg[0] ? le->msg : strerror(-r));
 	if (le->kind == LEASE_E_IO)

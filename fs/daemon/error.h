@@ -21,6 +21,7 @@ enum {
 	EXIT_UNAVAILABLE = 69, /* no /dev/fuse or fusermount3 (sysexits EX_UNAVAILABLE) */
 	EXIT_DENIED = 77,   /* not root, nor the mount's owner (sysexits EX_NOPERM) */
 	EXIT_BUSY = 75,
+	EXIT_NOARBITER = 76, /* not root of the host, and no host lock arbiter */
 	EXIT_SETUP = 78,    /* the store is not set up by its owner (sysexits EX_CONFIG) */
 };
 

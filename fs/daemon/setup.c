@@ -21,6 +21,7 @@
 #include <grp.h>
 
 #include "daemon_int.h"
+#include "rundir.h"
 
 void detach_stdio(void)
 {
@@ -87,7 +88,10 @@ int process_setup(struct lfs_err *err)
 				(unsigned long long)rl.rlim_cur,
 				fd_reserve() + FD_SPARE);
 	umask(0);
-	if (geteuid() == 0 && setgroups(0, NULL) < 0)
+	/* Root in a user namespace that denies setgroups keeps the groups of
+	 * the user it is: its own, nothing to borrow. */
+	if (geteuid() == 0 && setgroups(0, NULL) < 0 &&
+	    (rundir_real_root() || errno != EPERM))
 		return lfs_fail(err, EXIT_FAIL, -errno, "cannot drop "
 				"supplementary groups: %s", strerror(errno));
 	return 0;

@@ -1,26 +1,32 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Host locks (contract in hostlock.h).
+ * Host locks (contract in hostlock.h; the threat model: README.md).
  *
- * Bytes of an identity's lock file, one per mode a holder may have there:
- *   B_X   write-locked by an exclusive mount of the directory
- *   B_S   read-locked by shared and session mounts of it
- *   B_IX  read-locked by exclusive mounts below it
- *   B_IS  read-locked by shared mounts below it and by directories the
- *         daemon writes at or below it
- * A holder locks its bytes (announce), then asks F_OFD_GETLK whether
- * another open file description holds a byte its mode conflicts with.
- * The kernel orders lock operations on a file, so of two conflicting
- * holders the one that announced second sees the first.
+ * One lock file per identity and mode, roots/<hex sha256 of id>.<mode>:
+ *   .0 (X)   an exclusive mount of the directory
+ *   .1 (S)   shared and session mounts of it
+ *   .2 (IX)  exclusive mounts below it
+ *   .3 (IS)  shared mounts below it, directories the daemon writes
+ * A holder read-locks the files of its modes whole (announce), then asks
+ * F_OFD_GETLK whether another open file description holds a lock on a
+ * file of a mode its own conflicts with.  The kernel orders the lock
+ * operations on a file, so of two conflicting holders the one that
+ * announced second sees the first.  Every lock is a read lock on an fd
+ * opened read-only: the fd is all a holder gets (the arbiter passes it to
+ * a user's daemon), and it can do nothing with it but hold what it was
+ * given (no other mode's lock, no write to root's file).  A write lock on
+ * a lock file is a sweep's (rundir.h), which takes it only from a file
+ * nobody holds and removes the name while it has it.
  *
- * Each holder also keeps a record of what it holds under
- * LEASEFS_RUN_DIR/holders (write-locked by it while it lives), written
- * before it announces, so that a refused contender can say who is in
- * the way.  Records are their owner's alone (0600): root is told who
- * holds a directory, a user only that a mount on this host does.
+ * Each holder also has a record of what it holds under holders/
+ * (read-locked while it lives), so that a refused contender can be told
+ * who is in the way: root is told who holds a directory, a user only its
+ * own mounts, else that a mount on this host does.
  *
- * Root's and users' daemons lock the same files (rundir.h), so that a
- * user's mount and root's exclude each other whatever their stores.
+ * Only real root opens these files (rundir.h): root's daemons directly,
+ * everyone else's through the arbiter (hostd.c), so that a user's mount and
+ * root's exclude each other whatever their stores, and nothing a user
+ * creates decides whether a mount succeeds.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -35,8 +41,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hostlock.h"
-#include "rundir.h"
+#include "hostlock_int.h"
 
 #define ROOTS_DIR RUNDIR_ROOTS
 #define HOLDERS_DIR RUNDIR_HOLDERS
@@ -53,19 +58,6 @@ static const unsigned conflicts[NBYTES] = {
 	[B_IS] = 1u << B_X,
 };
 
-struct held {
-	int fd;                /* the identity's lock file; -1 once closed */
-	int byte;
-	bool target;           /* the directory itself, not one above it */
-	char *id;              /* malloc'ed: a daemon keeps these for life */
-};
-
-struct hostlock {
-	struct held *locks;
-	size_t n, cap;
-	int rec_fd;
-	char rec_path[sizeof(HOLDERS_DIR) + 32];
-};
 
 /* ---- identities ------------------------------------------------------ */
 
@@ -97,11 +89,11 @@ static void mount_seen(struct want *w, size_t n, const char *dev,
 	}
 }
 
-/* One pass over /proc/self/mountinfo for all of w (no copy of it kept:
- * with a thousand mounts it is large). */
-static int mounts_scan(struct want *w, size_t n)
+/* One pass over `mountinfo` (a /proc/PID/mountinfo) for all of w (no copy
+ * of it kept: with a thousand mounts it is large). */
+static int mounts_scan(const char *mountinfo, struct want *w, size_t n)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
+	FILE *f = fopen(mountinfo, "re");
 	char *line = NULL, dev[32], *root = malloc(PATH_MAX), *point = malloc(PATH_MAX);
 	size_t cap = 0;
 	int r = f && root && point ? 0 : -ENOMEM;
@@ -197,7 +189,8 @@ static int target_byte(enum hostlock_mode m)
  * every directory above it along its canonical path and inside each of
  * those directories' filesystems.
  */
-static int plan(struct hostlock *h, const struct hostlock_spec *spec)
+static int plan(struct hostlock *h, const struct hostlock_spec *spec,
+		const char *mountinfo)
 {
 	int intent = spec->mode == HOSTLOCK_X ? B_IX : B_IS;
 	char path[PATH_MAX], id[ID_MAX];
@@ -216,7 +209,7 @@ static int plan(struct hostlock *h, const struct hostlock_spec *spec)
 		snprintf(w[i].path, sizeof(w[i].path), "%s", path);
 		ws_path_parent(path);
 	}
-	r = mounts_scan(w, n);
+	r = mounts_scan(mountinfo, w, n);
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		r = identity(&w[i], id);
 		if (r == 0)
@@ -231,8 +224,8 @@ static int plan(struct hostlock *h, const struct hostlock_spec *spec)
 
 /* ---- lock files ------------------------------------------------------- */
 
-/* The lock file's name in ROOTS_DIR: "<hex sha256 of id>.lock". */
-static void lock_name(const char *id, char *out, size_t sz)
+/* The lock file of `id` in mode `byte`: ROOTS_DIR/<hex sha256 of id>.<byte>. */
+static void lock_path(const char *id, int byte, char *out, size_t sz)
 {
 	uint8_t md[32];
 	char hex[65];
@@ -240,59 +233,62 @@ static void lock_name(const char *id, char *out, size_t sz)
 	lease_sha256(id, strlen(id), md);
 	for (int i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	snprintf(out, sz, "%s.lock", hex);
+	snprintf(out, sz, ROOTS_DIR "/%s.%d", hex, byte);
 }
 
-static void lock_path(const char *id, char *out, size_t sz)
-{
-	char name[80];
-
-	lock_name(id, name, sizeof(name));
-	snprintf(out, sz, ROOTS_DIR "/%s", name);
-}
-
-static int byte_lock(int fd, int cmd, short type, int byte, struct flock *out)
-{
-	struct flock fl = { .l_type = type, .l_whence = SEEK_SET,
-			    .l_start = byte, .l_len = 1 };
-
-	if (fcntl(fd, cmd, &fl) < 0)
-		return -errno;
-	if (out)
-		*out = fl;
-	return 0;
-}
-
-/* Announce one lock: 0, -EAGAIN if another holds a conflicting one of the
- * same byte (only X's write lock can meet that), or -errno. */
+/* Announce one lock: 0 or -errno. */
 static int announce(struct held *l)
 {
-	char name[80];
-	int r;
+	char path[PATH_MAX];
 
-	lock_name(l->id, name, sizeof(name));
-	l->fd = rundir_open_shared(ROOTS_DIR, name);
-	if (l->fd < 0)
-		return l->fd;
-	r = byte_lock(l->fd, F_OFD_SETLK, l->byte == B_X ? F_WRLCK : F_RDLCK,
-		      l->byte, NULL);
-	return r == -EACCES ? -EAGAIN : r;
+	lock_path(l->id, l->byte, path, sizeof(path));
+	l->fd = rundir_lock_file(path, true);
+	return l->fd < 0 ? l->fd : 0;
 }
 
-/* The first byte another holder has that conflicts with l: its index, or
+/* Our own lock of `id` in mode `byte`, if we hold one. */
+static const struct held *own_lock(const struct hostlock *h, const char *id, int byte)
+{
+	for (size_t i = 0; i < h->n; i++)
+		if (h->locks[i].byte == byte && h->locks[i].fd >= 0 &&
+		    strcmp(h->locks[i].id, id) == 0)
+			return &h->locks[i];
+	return NULL;
+}
+
+/* Whether another holder has `id` in mode `byte`: asked through our own
+ * fd when we hold that mode too (the kernel then shows only the others),
+ * else through a fresh one.  1, 0 or -errno. */
+static int held_by_other(const struct hostlock *h, const char *id, int byte)
+{
+	const struct held *own = own_lock(h, id, byte);
+	char path[PATH_MAX];
+	int fd, r;
+
+	if (own)
+		return rundir_file_held(own->fd);
+	lock_path(id, byte, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	r = rundir_file_held(fd);
+	close(fd);
+	return r;
+}
+
+/* The first mode another holder has that conflicts with l: its index, or
  * -1 if none (or -errno). */
-static int conflict_on(const struct held *l)
+static int conflict_on(const struct hostlock *h, const struct held *l)
 {
 	for (int b = 0; b < NBYTES; b++) {
-		struct flock fl = { 0 };
 		int r;
 
-		if (!(conflicts[l->byte] & 1u << b) || b == l->byte)
+		if (!(conflicts[l->byte] & 1u << b))
 			continue;
-		r = byte_lock(l->fd, F_OFD_GETLK, F_WRLCK, b, &fl);
+		r = held_by_other(h, l->id, b);
 		if (r < 0)
 			return r;
-		if (fl.l_type != F_UNLCK)
+		if (r)
 			return b;
 	}
 	return -1;
@@ -300,45 +296,62 @@ static int conflict_on(const struct held *l)
 
 /* ---- holder records ------------------------------------------------------ */
 
-/* A new record file of ours, "UID-PID-SEQ.rec"; one left under the name
- * by a dead daemon whose pid we reuse is removed first. */
-static int record_create(struct hostlock *h)
+/* Our record, "UID-PID-SEQ.rec": written, then read-locked (a sweep may
+ * take a name not yet locked: then another is made). */
+static int record_create(struct hostlock *h, const char *text,
+			 const struct hostlock_who *who)
 {
 	static unsigned seq;
-	int flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+	int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+	int r = -EAGAIN;
 
-	snprintf(h->rec_path, sizeof(h->rec_path), HOLDERS_DIR "/%u-%d-%u.rec",
-		 (unsigned)geteuid(), (int)getpid(),
-		 __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
-	h->rec_fd = open(h->rec_path, flags, 0600);
-	if (h->rec_fd < 0 && errno == EEXIST && unlink(h->rec_path) == 0)
-		h->rec_fd = open(h->rec_path, flags, 0600);
-	return h->rec_fd < 0 ? -errno : 0;
+	for (int tries = 0; r < 0 && (r == -EAGAIN || r == -EEXIST || r == -ENOENT) &&
+	     tries < 1000; tries++) {
+		size_t len = strlen(text);
+		int fd;
+
+		snprintf(h->rec_path, sizeof(h->rec_path), HOLDERS_DIR "/%u-%d-%u.rec",
+			 (unsigned)who->uid, (int)who->pid,
+			 __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+		fd = open(h->rec_path, flags, 0600);
+		if (fd < 0) {
+			r = -errno;
+			continue;
+		}
+		r = write(fd, text, len) == (ssize_t)len ? 0 : -EIO;
+		close(fd);
+		if (r == 0)
+			r = h->rec_fd = rundir_lock_file(h->rec_path, false);
+		r = r < 0 ? r : 0;
+	}
+	if (r < 0)
+		h->rec_path[0] = '\0';
+	return r;
 }
 
 /* Our record: who we are, then one line per lock. */
-static int record_write(struct hostlock *h, const struct hostlock_spec *spec)
+static int record_write(struct hostlock *h, const struct hostlock_spec *spec,
+			const struct hostlock_who *who)
 {
-	FILE *f;
-	int r = record_create(h);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	int r;
 
-	if (r < 0)
-		return r;
-	r = byte_lock(h->rec_fd, F_OFD_SETLK, F_WRLCK, 0, NULL);
-	if (r < 0)
-		return r;
-	f = fdopen(dup(h->rec_fd), "w");
 	if (!f)
 		return -errno;
-	fprintf(f, "%d\t%" PRIu64 "\t%s\t%s\t%s\n", (int)getpid(), spec->epoch,
+	fprintf(f, "%d\t%" PRIu64 "\t%s\t%s\t%s\n", (int)who->pid, spec->epoch,
 		spec->what, spec->mountpoint ? spec->mountpoint : "-", spec->path);
 	for (size_t i = 0; i < h->n; i++)
 		fprintf(f, "%d %s\n", h->locks[i].byte, h->locks[i].id);
-	return fclose(f) == 0 ? 0 : -EIO;
+	r = fclose(f) == 0 ? record_create(h, text, who) : -ENOMEM;
+	free(text);
+	return r;
 }
 
 /* What a live record says of its holder. */
 struct holder {
+	uid_t uid;
 	int pid;
 	uint64_t epoch;
 	char what[64];
@@ -346,37 +359,23 @@ struct holder {
 	char path[PATH_MAX];
 };
 
-/* Whether the daemon named in a record's file name ("UID-PID-SEQ.rec")
- * is gone (a live one may not have locked its new record yet). */
-static bool record_dead(const char *path)
-{
-	const char *base = strrchr(path, '/');
-	const char *dash = base ? strchr(base, '-') : NULL;
-	int pid = dash ? atoi(dash + 1) : 0;
-
-	return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
-}
-
-/* Whether the record at `path` is live and holds byte `byte` of `id`. */
+/* Whether the record at `path` is live and holds mode `byte` of `id`. */
 static bool record_matches(const char *path, const char *id, int byte,
 			   struct holder *who)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	char *line = NULL;
 	size_t cap = 0;
-	struct flock fl = { 0 };
 	bool hit = false;
 	FILE *f;
 
 	if (fd < 0)
 		return false;
-	if (byte_lock(fd, F_OFD_GETLK, F_WRLCK, 0, &fl) < 0 ||
-	    fl.l_type == F_UNLCK || !(f = fdopen(fd, "r"))) {
-		if (fl.l_type == F_UNLCK && record_dead(path))
-			unlink(path); /* a crashed daemon's */
+	if (rundir_file_held(fd) != 1 || !(f = fdopen(fd, "r"))) {
 		close(fd);
 		return false;
 	}
+	who->uid = (uid_t)strtoul(strrchr(path, '/') + 1, NULL, 10);
 	if (getline(&line, &cap, f) > 0 &&
 	    sscanf(line, "%d\t%" SCNu64 "\t%63[^\t]\t%4095[^\t]\t%4095[^\n]",
 		   &who->pid, &who->epoch, who->what, who->mountpoint,
@@ -394,7 +393,7 @@ static bool record_matches(const char *path, const char *id, int byte,
 	return hit;
 }
 
-/* A live holder of byte `byte` of `id`, other than us. */
+/* A live holder of mode `byte` of `id`, other than us. */
 static bool find_holder(const struct hostlock *h, const char *id, int byte,
 			struct holder *who)
 {
@@ -419,17 +418,20 @@ static bool find_holder(const struct hostlock *h, const char *id, int byte,
 /* ---- refusal ----------------------------------------------------------- */
 
 /*
- * Say what keeps `spec` out: our lock `l` met another holder's byte `b`.
+ * Say what keeps `spec` out: our lock `l` met another holder's mode `b`.
  * On our directory itself that is an exclusive holder of it (X), shared
  * or session mounts of it (S), or something below it (an intent); on a
- * directory above ours, what contains ours.
+ * directory above ours, what contains ours.  Who holds it is said to root
+ * and to the holder's own uid; anyone else learns that a mount on this
+ * host does.
  */
 static int refuse(const struct hostlock *h, const struct hostlock_spec *spec,
-		  const struct held *l, int b, struct lease_err *err)
+		  const struct held *l, int b, uid_t viewer, struct lease_err *err)
 {
 	struct holder who = { 0 };
 	char desc[2 * PATH_MAX + 160];
-	bool known = find_holder(h, l->id, b, &who);
+	bool known = find_holder(h, l->id, b, &who) &&
+		     (viewer == 0 || viewer == who.uid);
 	int r;
 
 	if (!known)
@@ -461,7 +463,7 @@ static int refuse(const struct hostlock *h, const struct hostlock_spec *spec,
 				  "%s busy: %s %s %s", spec->what, spec->path,
 				  l->target ? "contains" : "is inside", desc);
 	if (err)
-		err->holder_epoch = b == B_X ? who.epoch : 0;
+		err->holder_epoch = b == B_X && known ? who.epoch : 0;
 	return r;
 }
 
@@ -484,15 +486,10 @@ static int try_once(struct hostlock *h, size_t *busy, int *byte)
 {
 	int r = 0;
 
-	for (size_t i = 0; i < h->n && r == 0; i++) {
+	for (size_t i = 0; i < h->n && r == 0; i++)
 		r = announce(&h->locks[i]);
-		if (r == -EAGAIN) {
-			*busy = i;
-			*byte = h->locks[i].byte;
-		}
-	}
 	for (size_t i = 0; i < h->n && r == 0; i++) {
-		int b = conflict_on(&h->locks[i]);
+		int b = conflict_on(h, &h->locks[i]);
 
 		if (b >= 0) {
 			*busy = i;
@@ -507,14 +504,55 @@ static int try_once(struct hostlock *h, size_t *busy, int *byte)
 	return r;
 }
 
-void hostlock_free(struct hostlock *h)
+struct hostlock *hostlock_new(void)
 {
-	if (!h)
-		return;
-	drop_locks(h);
-	if (h->rec_fd >= 0) {
-		unlink(h->rec_path); /* while it is still ours */
-		close(h->rec_fd);
+	struct hostlock *h = calloc(1, sizeof(*h));
+
+	if (h)
+		h->rec_fd = -1;
+	return h;
+}
+
+size_t hostlock_fds(const struct hostlock *h, int *fds, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < h->n && n < max; i++)
+		if (h->locks[i].fd >= 0)
+			fds[n++] = h->locks[i].fd;
+	if (h->rec_fd >= 0 && n < max)
+		fds[n++] = h->rec_fd;
+	return n;
+}
+
+/* Lock files and our record are collected as we let go (real root): a
+ * name nobody else holds goes with us. */
+static void collect_ours(const struct hostlock *h)
+{
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < h->n; i++) {
+		if (!h->locks[i].id)
+			continue;
+		lock_path(h->locks[i].id, h->locks[i].byte, path, sizeof(path));
+		rundir_collect(path);
+	}
+	if (h->rec_path[0])
+		rundir_collect(h->rec_path);
+}
+
+static void hostlock_release(struct hostlock *h, bool let_go)
+{
+	bool local = h->rec_path[0] != '\0';
+
+	if (let_go) {
+		drop_locks(h);
+		if (h->rec_fd >= 0)
+			close(h->rec_fd);
+		if (local)
+			collect_ours(h);
+		else if (h->n)
+			hostd_released();
 	}
 	for (size_t i = 0; i < h->n; i++)
 		free(h->locks[i].id);
@@ -522,32 +560,21 @@ void hostlock_free(struct hostlock *h)
 	free(h);
 }
 
-static int setup(struct hostlock *h, const struct hostlock_spec *spec,
-		 struct lease_err *err)
+void hostlock_forget(struct hostlock *h)
 {
-	char msg[512];
-	int r = rundir_prepare(msg, sizeof(msg));
-
-	if (r < 0)
-		return lease_err_set(err, LEASE_E_IO, r, spec->path, "%s", msg);
-	r = plan(h, spec);
-	if (r < 0)
-		return lease_err_set(err, LEASE_E_IO, r, spec->path, "%s %s: "
-				     "cannot find it in /proc/self/mountinfo: %s",
-				     spec->what, spec->path, strerror(-r));
-	r = record_write(h, spec);
-	if (r < 0)
-		return lease_err_set(err, LEASE_E_IO, r, spec->path, "cannot "
-				     "write the host lock record %s: %s",
-				     h->rec_path, strerror(-r));
-	return 0;
+	if (h)
+		hostlock_release(h, false);
 }
 
-/*
- * Try until `deadline`; between tries, wait for the lock file in the way
- * to be closed by someone (a holder letting go), watched before the retry
- * so that a release in between is not missed.
- */
+void hostlock_free(struct hostlock *h)
+{
+	if (h)
+		hostlock_release(h, true);
+}
+
+/* Wait for the lock file in the way to be closed by someone (a holder
+ * letting go), watched before the retry so that a release in between is
+ * not missed. */
 static int take_until(struct hostlock *h, int64_t deadline, size_t *busy,
 		      int *byte)
 {
@@ -557,9 +584,13 @@ static int take_until(struct hostlock *h, int64_t deadline, size_t *busy,
 		struct lease_close_watch w;
 		char path[PATH_MAX];
 
-		lock_path(h->locks[*busy].id, path, sizeof(path));
+		lock_path(h->locks[*busy].id, *byte, path, sizeof(path));
 		r = lease_close_watch_open(&w, path,
 					   IN_CLOSE_WRITE | IN_CLOSE_NOWRITE);
+		if (r == -ENOENT) { /* gone meanwhile: try again */
+			r = try_once(h, busy, byte);
+			continue;
+		}
 		if (r < 0)
 			return r;
 		r = try_once(h, busy, byte);
@@ -570,28 +601,52 @@ static int take_until(struct hostlock *h, int64_t deadline, size_t *busy,
 	return r;
 }
 
+int hostlock_take_local(struct hostlock *h, const struct hostlock_spec *spec,
+			const struct hostlock_who *who, int64_t deadline,
+			struct lease_err *err)
+{
+	size_t busy = 0;
+	int byte = 0, r = plan(h, spec, who->mountinfo);
+
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, spec->path, "%s %s: "
+				     "cannot find it in %s: %s", spec->what,
+				     spec->path, who->mountinfo, strerror(-r));
+	r = record_write(h, spec, who);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, spec->path, "cannot "
+				     "write the host lock record in %s: %s",
+				     HOLDERS_DIR, strerror(-r));
+	r = take_until(h, deadline, &busy, &byte);
+	if (r == -EAGAIN)
+		return refuse(h, spec, &h->locks[busy], byte, who->uid, err);
+	if (r < 0)
+		return lease_err_set(err, LEASE_E_IO, r, spec->path,
+				     "cannot take the host lock on %s: %s",
+				     spec->path, strerror(-r));
+	return 0;
+}
+
 int hostlock_take(const struct hostlock_spec *spec, int64_t deadline,
 		  struct hostlock **out, struct lease_err *err)
 {
-	struct hostlock *h = calloc(1, sizeof(*h));
-	size_t busy = 0;
-	int byte = 0, r;
+	struct hostlock_who self = { .uid = 0, .pid = getpid(),
+				     .mountinfo = "/proc/self/mountinfo" };
+	struct hostlock *h = hostlock_new();
+	char msg[512];
+	int r;
 
 	*out = NULL;
 	if (!h)
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, spec->path,
 				     "out of memory");
-	h->rec_fd = -1;
-	r = setup(h, spec, err);
-	if (r == 0) {
-		r = take_until(h, deadline, &busy, &byte);
-		if (r == -EAGAIN)
-			r = refuse(h, spec, &h->locks[busy], byte, err);
-		else if (r < 0)
-			r = lease_err_set(err, LEASE_E_IO, r, spec->path,
-					  "cannot take the host lock on %s: %s",
-					  spec->path, strerror(-r));
-	}
+	r = rundir_prepare(msg, sizeof(msg));
+	if (r < 0)
+		r = lease_err_set(err, LEASE_E_IO, r, spec->path, "%s", msg);
+	else if (rundir_real_root())
+		r = hostlock_take_local(h, spec, &self, deadline, err);
+	else
+		r = hostd_take(spec, deadline, h, err);
 	if (r < 0) {
 		hostlock_free(h);
 		return r;

@@ -18,10 +18,13 @@
  *   IS  a directory the daemon itself writes (metrics, leases): no
  *       exclusive mount of it or above it.
  *
- * Every lock is an OFD lock on a byte of LEASEFS_RUN_DIR/roots/<hash of
- * the identity>.lock, so the kernel drops it when the daemon dies.  Each
- * holder announces its locks, then checks for conflicting ones: of two
- * holders that conflict, at least one sees the other and is refused.
+ * Every lock is an OFD read lock on LEASEFS_RUN_DIR/roots/<hash of the
+ * identity>.<mode> (root's, 0700: rundir.h), so the kernel drops it when
+ * the daemon dies.  Each holder announces its locks, then checks for
+ * conflicting ones: of two holders that conflict, at least one sees the
+ * other and is refused.  Real root takes them itself; anyone else gets
+ * them from the arbiter (hostd.h) as descriptors, and is refused with
+ * LEASE_E_IO, -ENOLCK when no arbiter answers (fail closed).
  */
 #ifndef LEASEFS_HOSTLOCK_H
 #define LEASEFS_HOSTLOCK_H

@@ -60,6 +60,19 @@ wait_until() {
 # into CMD's SIGPIPE, which reads as no match.
 has_line() { local re=$1 out; shift; out=$("$@") || return 1; grep -q -- "$re" <<<"$out"; }
 
+# The host lock arbiter (leasefs hostd), which users' mounts take their
+# host locks from: this run directory's own (one already serving it is
+# kept; ours then exits at once; a binary without one is tested as it is).
+hostd_up() { [ -S /run/leasefs/hostd.sock ] || ! kill -0 "$HOSTD_PID" 2>/dev/null; }
+start_hostd() {
+	"$LEASEFS" hostd >/dev/null 2>&1 &
+	HOSTD_PID=$!
+	disown "$HOSTD_PID" 2>/dev/null || true
+	PIDS+=("$HOSTD_PID")
+	wait_until 20 hostd_up || fail "leasefs hostd did not come up"
+}
+[ "$(id -u)" != 0 ] || start_hostd
+
 # json_get KEY: read a key of the status JSON on stdin.
 json_get() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 

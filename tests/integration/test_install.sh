@@ -16,7 +16,7 @@ files=$(cd "$D" && find . -type f | sort | tr '\n' ' ')
 libdir=$(meson introspect "$BUILDDIR" --buildoptions | python3 -c '
 import json, sys
 print([o["value"] for o in json.load(sys.stdin) if o["name"] == "libdir"][0])')
-want="./usr/local/bin/leasefs ./usr/local/lib/systemd/system/leasefs@.service ./usr/local/lib/systemd/user/leasefs@.service ./usr/local/lib/tmpfiles.d/leasefs.conf ./usr/local/$libdir/leasefs/leasefs-etcd.so ./usr/local/$libdir/leasefs/leasefs-nats.so ./usr/local/$libdir/leasefs/leasefs-pg.so ./usr/local/share/man/man8/leasefs.8 "
+want="./usr/local/bin/leasefs ./usr/local/lib/systemd/system/leasefs-hostd.service ./usr/local/lib/systemd/system/leasefs-hostd.socket ./usr/local/lib/systemd/system/leasefs@.service ./usr/local/lib/systemd/user/leasefs@.service ./usr/local/lib/tmpfiles.d/leasefs.conf ./usr/local/$libdir/leasefs/leasefs-etcd.so ./usr/local/$libdir/leasefs/leasefs-nats.so ./usr/local/$libdir/leasefs/leasefs-pg.so ./usr/local/share/man/man8/leasefs.8 "
 [ "$files" = "$want" ] || fail "installed: $files"
 ok "installed exactly: $files"
 
@@ -56,7 +56,9 @@ export R M L T
 unshare -m --propagation private bash -euo pipefail -c '
 	mount --bind "$T/dest/usr/local" /usr/local
 	fail() { echo "FAIL: $*" >&2; exit 1; }
-	for unit in /usr/local/lib/systemd/system/leasefs@.service leasefs@ws.service; do
+	for unit in /usr/local/lib/systemd/system/leasefs@.service leasefs@ws.service \
+		    /usr/local/lib/systemd/system/leasefs-hostd.socket \
+		    /usr/local/lib/systemd/system/leasefs-hostd.service; do
 		out=$(SYSTEMD_UNIT_PATH=/usr/local/lib/systemd/system: \
 		      systemd-analyze verify "$unit" 2>&1) || fail "verify $unit: $out"
 		[ -z "$out" ] || fail "verify $unit: $out"
@@ -116,7 +118,7 @@ sys.exit(0 if select.select([fd], [], [], 20)[0] else 1)" "$pid"; echo "exit $?"
 	mount -t tmpfs tmpfs /run/leasefs
 	systemd-tmpfiles --create /usr/local/lib/tmpfiles.d/leasefs.conf
 	got=$(stat -c "%n %a %U" /run/leasefs /run/leasefs/roots /run/leasefs/holders /run/leasefs/ctl | tr "\n" " ")
-	[ "$got" = "/run/leasefs 755 root /run/leasefs/roots 1733 root /run/leasefs/holders 1733 root /run/leasefs/ctl 1733 root " ] ||
+	[ "$got" = "/run/leasefs 755 root /run/leasefs/roots 700 root /run/leasefs/holders 700 root /run/leasefs/ctl 711 root " ] ||
 		fail "tmpfiles.d made: $got"
 	mount -t fuse.leasefs -o "leases=file:$L" "$R" "$M"
 	umount "$M"

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals of the host locks shared by hostlock.c (the locks themselves,
+ * taken by real root) and hostd.c (the arbiter that takes them for
+ * everyone else, and its client).
+ */
+#ifndef LEASEFS_HOSTLOCK_INT_H
+#define LEASEFS_HOSTLOCK_INT_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "hostlock.h"
+#include "rundir.h"
+
+struct held {
+	int fd;                /* the lock file, read-locked; -1: not held */
+	int byte;              /* the mode it stands for (B_*) */
+	bool target;           /* the directory itself, not one above it */
+	char *id;              /* malloc'ed; NULL for locks passed to us */
+};
+
+struct hostlock {
+	struct held *locks;
+	size_t n, cap;
+	int rec_fd;            /* our holder record, read-locked; -1: none */
+	/* Set when we made the record ourselves (real root): removed when we
+	 * let go.  Empty for locks the arbiter passed to us. */
+	char rec_path[sizeof(RUNDIR_HOLDERS) + 48];
+};
+
+/* Who asks: the record names them, a refusal tells them what they may
+ * know (root and the holder's own uid see who holds it). */
+struct hostlock_who {
+	uid_t uid;
+	pid_t pid;
+	const char *mountinfo; /* of the process whose paths spec names */
+};
+
+struct hostlock *hostlock_new(void);
+/*
+ * Real root: plan, record and take spec's locks for `who`, trying until
+ * `deadline`.  0, LEASE_E_HELD (refused, err says by what), or another
+ * error.
+ */
+int hostlock_take_local(struct hostlock *h, const struct hostlock_spec *spec,
+			const struct hostlock_who *who, int64_t deadline,
+			struct lease_err *err);
+/* The locks and the record of h, as fds handed to another process; h keeps
+ * them until freed. */
+size_t hostlock_fds(const struct hostlock *h, int *fds, size_t max);
+/* h without closing or removing anything it holds (handed on). */
+void hostlock_forget(struct hostlock *h);
+
+/* hostd.c: the same, asked of the arbiter (anyone but real root). */
+int hostd_take(const struct hostlock_spec *spec, int64_t deadline,
+	       struct hostlock *h, struct lease_err *err);
+/* Tell the arbiter that we let go (it collects what is left); never
+ * waits. */
+void hostd_released(void);
+
+#endif
