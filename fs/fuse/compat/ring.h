@@ -114,7 +114,8 @@ ssize_t ring_reply_pipe(int pipe_rd, size_t len);
 bool ring_serving(void);
 
 /* The fuse module's switch for FUSE over io_uring, which the kernel
- * consults at each INIT: a kernel without it cannot offer io_uring. */
+ * consults at each INIT and when a queue registers: a kernel without it
+ * cannot offer io_uring. */
 #define RING_KERNEL_SWITCH "/sys/module/fuse/parameters/enable_uring"
 
 /* Whether this kernel has that switch (whatever its value). */
