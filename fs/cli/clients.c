@@ -31,6 +31,20 @@ static int canonical_mountpoint(const char *arg, char *out)
 	return -errno;
 }
 
+/* "transport  dev-fuse (turned off by LEASEFS_IO_URING=0)": which FUSE
+ * transport serves, and why not io_uring. */
+static void print_transport(struct json_object *fuse)
+{
+	struct json_object *t = NULL, *why = NULL;
+
+	if (!json_object_object_get_ex(fuse, "transport", &t))
+		return;
+	printf("%-10s %s", "transport", json_object_get_string(t));
+	if (json_object_object_get_ex(fuse, "transport_reason", &why))
+		printf(" (%s)", json_object_get_string(why));
+	putchar('\n');
+}
+
 static void print_status_table(const char *json)
 {
 	struct json_object *obj = json_tokener_parse(json);
@@ -39,8 +53,11 @@ static void print_status_table(const char *json)
 		fputs(json, stdout);
 		return;
 	}
-	json_object_object_foreach(obj, key, val)
+	json_object_object_foreach(obj, key, val) {
+		if (strcmp(key, "fuse") == 0)
+			print_transport(val);
 		printf("%-10s %s\n", key, json_object_get_string(val));
+	}
 	json_object_put(obj);
 }
 

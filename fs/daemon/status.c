@@ -94,12 +94,27 @@ static void add_bool(json_object *o, const char *key, bool val)
 	json_object_object_add(o, key, json_object_new_boolean(val));
 }
 
+const char *status_transport_reason(const struct transport_state *t)
+{
+	switch (t->why) {
+	case TRANSPORT_IO_URING: return NULL;
+	case TRANSPORT_NOT_WANTED: return "turned off by LEASEFS_IO_URING=0";
+	case TRANSPORT_NOT_IN_KERNEL: return "not offered by this kernel";
+	case TRANSPORT_TURNED_OFF: return "turned off (enable_uring=N)";
+	case TRANSPORT_REFUSED: return "refused by the kernel at INIT";
+	case TRANSPORT_SETTING_UP: return "the io_uring queues are being set up";
+	}
+	return "unknown";
+}
+
 /* What INIT settled with the kernel: which features are active. */
 static json_object *fuse_features(const struct transport_state *t)
 {
 	json_object *o = json_object_new_object();
 
 	add_str(o, "transport", t->io_uring ? "io-uring" : "dev-fuse");
+	if (status_transport_reason(t))
+		add_str(o, "transport_reason", status_transport_reason(t));
 	json_object_object_add(o, "kernel_minor",
 			       json_object_new_int((int)t->kernel_minor));
 	add_bool(o, "io_uring", t->io_uring);

@@ -54,6 +54,10 @@ char *status_json(const struct status *st, bool watch_line);
 /* The Prometheus text exposition, malloc'ed (NULL: out of memory). */
 char *status_prometheus(const struct status *st);
 
+/* Why a mount serves on /dev/fuse rather than FUSE over io_uring, in
+ * words ("turned off (enable_uring=N)"); NULL when it serves on io_uring. */
+const char *status_transport_reason(const struct transport_state *t);
+
 /* Now, as RFC 3339 UTC with milliseconds; buf of 64 bytes. */
 void status_time_now(char *buf, size_t sz);
 

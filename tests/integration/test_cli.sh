@@ -81,6 +81,15 @@ import json, sys; d = json.load(sys.stdin); sys.exit(sys.argv[1] not in d)' "$k"
 		fail "status --json lacks $k"
 done
 [ "$(status_of "$T/m2" root)" = "$(realpath "$R")" ] || fail "status root not canonical"
+# Which FUSE transport serves, and on /dev/fuse why (test_io_uring.sh checks
+# each reason the kernel can be made to give).
+if [ "${LEASEFS_IO_URING:-}" = 0 ]; then
+	has_line '^transport  dev-fuse (turned off by LEASEFS_IO_URING=0)$' "$LEASEFS" status "$T/m2" ||
+		fail "status table: $("$LEASEFS" status "$T/m2" | grep ^transport)"
+else
+	has_line '^transport  \(io-uring\|dev-fuse (.*)\)$' "$LEASEFS" status "$T/m2" ||
+		fail "status table: $("$LEASEFS" status "$T/m2" | grep ^transport)"
+fi
 ok "status table and JSON keys"
 "$LEASEFS" umount "$T/m2"
 

@@ -16,9 +16,33 @@ files=$(cd "$D" && find . -type f | sort | tr '\n' ' ')
 libdir=$(meson introspect "$BUILDDIR" --buildoptions | python3 -c '
 import json, sys
 print([o["value"] for o in json.load(sys.stdin) if o["name"] == "libdir"][0])')
-want="./usr/local/bin/leasefs ./usr/local/lib/systemd/system/leasefs-hostd.service ./usr/local/lib/systemd/system/leasefs-hostd.socket ./usr/local/lib/systemd/system/leasefs@.service ./usr/local/lib/systemd/user/leasefs@.service ./usr/local/lib/tmpfiles.d/leasefs.conf ./usr/local/$libdir/leasefs/leasefs-etcd.so ./usr/local/$libdir/leasefs/leasefs-nats.so ./usr/local/$libdir/leasefs/leasefs-pg.so ./usr/local/share/man/man8/leasefs.8 "
+want="./usr/local/bin/leasefs ./usr/local/lib/modprobe.d/leasefs.conf ./usr/local/lib/systemd/system/leasefs-hostd.service ./usr/local/lib/systemd/system/leasefs-hostd.socket ./usr/local/lib/systemd/system/leasefs@.service ./usr/local/lib/systemd/user/leasefs@.service ./usr/local/lib/tmpfiles.d/leasefs-fuse.conf ./usr/local/lib/tmpfiles.d/leasefs.conf ./usr/local/$libdir/leasefs/leasefs-etcd.so ./usr/local/$libdir/leasefs/leasefs-nats.so ./usr/local/$libdir/leasefs/leasefs-pg.so ./usr/local/share/man/man8/leasefs.8 "
 [ "$files" = "$want" ] || fail "installed: $files"
 ok "installed exactly: $files"
+
+# The kernel's FUSE over io_uring, on at boot: tmpfiles.d writes Y where the
+# parameter exists and leaves a kernel without it alone, without an error
+# (run under --root on a stand-in /sys: the host's parameter is untouched).
+for has in yes no; do
+	S=$T/sysroot-$has
+	mkdir -p "$S/usr/lib/tmpfiles.d"
+	cp "$D/usr/local/lib/tmpfiles.d/leasefs-fuse.conf" "$S/usr/lib/tmpfiles.d/"
+	if [ $has = yes ]; then
+		mkdir -p "$S/sys/module/fuse/parameters"
+		echo N >"$S/sys/module/fuse/parameters/enable_uring"
+	fi
+	out=$(systemd-tmpfiles --root="$S" --create leasefs-fuse.conf 2>&1) ||
+		fail "tmpfiles.d/leasefs-fuse.conf, parameter $has: $out"
+	[ -z "$out" ] || fail "tmpfiles.d/leasefs-fuse.conf, parameter $has, said: $out"
+done
+[ "$(cat "$T/sysroot-yes/sys/module/fuse/parameters/enable_uring")" = Y ] ||
+	fail "tmpfiles.d/leasefs-fuse.conf did not turn enable_uring on"
+[ ! -e "$T/sysroot-no/sys/module/fuse" ] || fail "tmpfiles.d/leasefs-fuse.conf made the parameter"
+grep -qx 'options fuse enable_uring=1' "$D/usr/local/lib/modprobe.d/leasefs.conf" ||
+	fail "modprobe.d/leasefs.conf: $(cat "$D/usr/local/lib/modprobe.d/leasefs.conf")"
+grep -q '^After=.*systemd-tmpfiles-setup.service' "$D/usr/local/lib/systemd/system/leasefs@.service" ||
+	fail "the unit is not ordered after systemd-tmpfiles-setup.service"
+ok "tmpfiles.d/leasefs-fuse.conf turns enable_uring on where it exists, silently skips it where not; modprobe.d sets it for a later load; the unit runs after tmpfiles"
 
 MAN=$D/usr/local/share/man/man8/leasefs.8
 out=$(mandoc -T lint -W warning "$MAN" 2>&1) || fail "mandoc lint: $out"

@@ -22,6 +22,8 @@ R=$T/root M=$T/mnt
 export LEASEFS_IO_URING=1
 mount_ws "$R" "$M"
 expect_transport "$M" io-uring
+[ -z "$(fuse_get "$M" transport_reason)" ] || fail "a reason while on io_uring"
+has_line '^transport  io-uring$' "$LEASEFS" status "$M" || fail "status table lacks transport io-uring"
 possible=$(python3 - <<'PY'
 n = 0
 for part in open("/sys/devices/system/cpu/possible").read().strip().split(","):
@@ -103,18 +105,30 @@ timeout 10 "$LEASEFS" umount "$M" 2>/dev/null || fail "umount of the dead mount"
 ok "kill -9: ENOTCONN, root untouched, detached"
 
 # --- fallbacks ---------------------------------------------------------------
+# expect_reason MNT TEXT: status says the mount serves on /dev/fuse, and why,
+# in the JSON and in the table.
+expect_reason() {
+	local got
+	got=$(fuse_get "$1" transport_reason)
+	[ "$got" = "$2" ] || fail "transport_reason '$got', want '$2'"
+	has_line "^transport  dev-fuse ($2)\$" "$LEASEFS" status "$1" ||
+		fail "status table: $("$LEASEFS" status "$1" | grep ^transport)"
+}
+
 LEASEFS_IO_URING=0 mount_ws "$R" "$M"
 expect_transport "$M" dev-fuse
 [ "$(fuse_get "$M" io_uring_offered)" = True ] || fail "kernel offer not seen"
+expect_reason "$M" "turned off by LEASEFS_IO_URING=0"
 echo x >> "$M/out" || fail "write on /dev/fuse"
 timeout 10 "$LEASEFS" umount "$M"
 echo N >"$param"
 mount_ws "$R" "$M"
 expect_transport "$M" dev-fuse
 [ "$(fuse_get "$M" io_uring_offered)" = False ] || fail "offer seen with enable_uring=N"
+expect_reason "$M" "turned off (enable_uring=N)"
 echo x >> "$M/out" || fail "write with io_uring disabled in the kernel"
 timeout 10 "$LEASEFS" umount "$M"
-ok "falls back to /dev/fuse: daemon opt-out (LEASEFS_IO_URING=0), kernel not enabled"
+ok "falls back to /dev/fuse, and status says why: daemon opt-out (LEASEFS_IO_URING=0), kernel not enabled"
 
 # --- no threads for the queues: /dev/fuse, and the status says why ------------
 # The mount needs fewer threads than the queues add: at the smallest pids.max
@@ -141,6 +155,7 @@ done
 expect_transport "$M" dev-fuse
 why=$(fuse_get "$M" io_uring_error)
 [ "$why" = "Resource temporarily unavailable" ] || fail "io_uring_error: '$why'"
+expect_reason "$M" "refused by the kernel at INIT"
 echo y >> "$M/out" || fail "write on the fallback"
 timeout 10 "$LEASEFS" umount "$M"
 wait_until 20 grep -qx 0 "$cg/pids.current" || fail "daemon left after umount"

@@ -453,6 +453,11 @@ int ring_cpu_count(const char *list)
 	return *p == '\0' || *p == '\n' ? (int)n : -EINVAL;
 }
 
+bool ring_kernel_has_switch(void)
+{
+	return access(RING_KERNEL_SWITCH, F_OK) == 0;
+}
+
 /* The kernel's num_possible_cpus(): one queue for each. */
 static int possible_cpus(void)
 {

@@ -113,6 +113,14 @@ ssize_t ring_reply_pipe(int pipe_rd, size_t len);
 /* Whether the calling thread is serving a ring request. */
 bool ring_serving(void);
 
+/* The fuse module's switch for FUSE over io_uring, which the kernel
+ * consults at each INIT and when a queue registers: a kernel without it
+ * cannot offer io_uring. */
+#define RING_KERNEL_SWITCH "/sys/module/fuse/parameters/enable_uring"
+
+/* Whether this kernel has that switch (whatever its value). */
+bool ring_kernel_has_switch(void);
+
 /* How many CPUs a kernel CPU list ("0-3,8,10-11") names, or -EINVAL. */
 int ring_cpu_count(const char *list);
 

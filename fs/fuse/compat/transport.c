@@ -56,6 +56,8 @@ struct transport {
 	 * status readers: atomics, no lock. */
 	_Atomic uint64_t init_unique;   /* 0: INIT not seen yet */
 	_Atomic uint64_t offered;       /* the kernel's INIT flags */
+	atomic_bool uring_switch;       /* INIT did not offer io_uring, and
+					 * the kernel has the switch for it */
 	_Atomic uint32_t kernel_minor;
 	atomic_bool killpriv_v2;        /* negotiated */
 	atomic_bool direct_io_mmap;     /* negotiated */
@@ -306,6 +308,8 @@ static void saw_init(struct transport *t, const struct fuse_in_header *in,
 	if (size >= sizeof(*in) + 20 && (flags & FUSE_INIT_EXT))
 		flags |= (uint64_t)ii->flags2 << 32;
 	atomic_store(&t->offered, flags);
+	if (!(flags & FUSE_OVER_IO_URING))
+		atomic_store(&t->uring_switch, ring_kernel_has_switch());
 	atomic_store(&t->kernel_minor, ii->minor);
 	atomic_store(&t->init_unique, in->unique);
 }
@@ -575,6 +579,24 @@ void transport_free(struct transport *t)
 	free(t);
 }
 
+/* Which transport serves and why; `rs` are the queues' stats, if any. */
+static enum transport_why why_transport(struct transport *t, bool ring,
+					const struct ring_stats *rs)
+{
+	if (rs->registered)
+		return TRANSPORT_IO_URING;
+	if (!t->opts.io_uring)
+		return TRANSPORT_NOT_WANTED;
+	if (!atomic_load(&t->initialized))
+		return TRANSPORT_SETTING_UP;
+	if (!(atomic_load(&t->offered) & FUSE_OVER_IO_URING))
+		return atomic_load(&t->uring_switch) ? TRANSPORT_TURNED_OFF
+						     : TRANSPORT_NOT_IN_KERNEL;
+	if (!ring || rs->error || atomic_load(&t->ring_err))
+		return TRANSPORT_REFUSED;
+	return TRANSPORT_SETTING_UP;
+}
+
 void transport_state(const struct transport *t, struct transport_state *out)
 {
 	struct transport *m = (struct transport *)t;
@@ -597,6 +619,7 @@ void transport_state(const struct transport *t, struct transport_state *out)
 		.io_uring_queues = rs.queues,
 		.io_uring_requests = rs.requests,
 		.io_uring_error = rs.error ? rs.error : atomic_load(&m->ring_err),
+		.why = why_transport(m, ring != NULL, &rs),
 		.passthrough = atomic_load(&m->passthrough),
 		.backing_files = atomic_load(&m->backing_files),
 		.backing_opens = atomic_load(&m->backing_opens),

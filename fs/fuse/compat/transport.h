@@ -53,6 +53,18 @@ struct transport_opts {
 	int passthrough_error;  /* -errno: why it was not asked for */
 };
 
+/* Which transport serves, and when it is /dev/fuse, why not io_uring. */
+enum transport_why {
+	TRANSPORT_IO_URING,        /* requests come through the queues */
+	TRANSPORT_NOT_WANTED,      /* the daemon did not ask (LEASEFS_IO_URING=0) */
+	TRANSPORT_NOT_IN_KERNEL,   /* no enable_uring parameter at INIT */
+	TRANSPORT_TURNED_OFF,      /* enable_uring was N at INIT */
+	TRANSPORT_REFUSED,         /* offered, but the queues could not be set
+				    * up or the kernel refused one
+				    * (io_uring_error says why) */
+	TRANSPORT_SETTING_UP,      /* offered, the queues still registering */
+};
+
 /* What INIT settled (all false until the kernel's INIT was answered). */
 struct transport_state {
 	bool initialized;
@@ -65,6 +77,7 @@ struct transport_state {
 	unsigned io_uring_queues;
 	uint64_t io_uring_requests; /* served through the queues */
 	int io_uring_error;        /* -errno: why not, or a queue's failure */
+	enum transport_why why;    /* which transport serves, and why */
 	bool passthrough;          /* negotiated, and no backing file refused
 				    * for a reason that holds for every file */
 	uint64_t backing_files;    /* backing files registered now */
