@@ -296,7 +296,7 @@ if section owners; then
 	expect 78 '*table _leasefs.pgstore_names belongs to role "mallory", which user "bob" is not a member of*' \
 		"$LEASEFS" lease list --leases="$BOB"
 	psql_mallory 'DROP TABLE "_leasefs"."pgstore_names"' >/dev/null
-	expect 0 '' "$LEASEFS" lease list --leases="$BOB"
+	expect 0 'store: *' "$LEASEFS" lease list --leases="$BOB"
 	[ "$(q "SELECT string_agg(tablename || ' ' || tableowner, ', ' ORDER BY tablename) FROM pg_tables WHERE schemaname = '_leasefs'")" = \
 	  "pgstore_names bob, pgstore_within bob" ] || fail "leasefs's tables are not bob's"
 	ok "a _leasefs schema or table another role owns is refused (78) and left alone; in a superuser's schema the user makes its own"
@@ -307,15 +307,16 @@ if section wipe; then
 	export LEASEFS_LEASES="$STORE$P"
 	now_ms() { date +%s%3N; }
 	as_pg() { runuser -u "$PG_RUN" -- "$@"; }
-	# pg_wipe: stop the server, make its data directory anew, start it on
-	# its port and apply the harness's migrations (as an operator, or a
-	# harness Open with MigrationApply, would).
+	# pg_wipe: stop the server, put a data directory made beforehand by
+	# initdb (so the new server is up within a renewal or two, as a
+	# container restarted without its volume would be) in place of its
+	# own, start it on its port and apply the harness's migrations (as an
+	# operator, or a harness Open with MigrationApply, would).
 	pg_wipe() {
 		as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -m immediate -w -t 10 stop >/dev/null ||
 			fail "PostgreSQL did not stop"
 		rm -rf "$PG_DATA"
-		as_pg "$PG_BIN/initdb" -D "$PG_DATA" -U leasefs -A trust --no-sync >"$T/initdb.log" 2>&1 ||
-			fail "initdb: $(tail -n 5 "$T/initdb.log")"
+		mv "$PG_SOCKDIR/spare" "$PG_DATA"
 		as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_SOCKDIR/server.log" -w -t 30 \
 			-o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_SOCKDIR -c fsync=off" \
 			start >/dev/null || fail "PostgreSQL did not start again"
@@ -331,6 +332,8 @@ if section wipe; then
 		wait_until 10 grep -q writing "$T/writer.$tag" || fail "writer $tag: $(cat "$T/writer.$tag")"
 	}
 	expect 0 'migrated 3' peer --migrations=apply "$STORE" migrate
+	as_pg "$PG_BIN/initdb" -D "$PG_SOCKDIR/spare" -U leasefs -A trust --no-sync >"$T/initdb.log" 2>&1 ||
+		fail "initdb: $(tail -n 5 "$T/initdb.log")"
 	start_host_b
 	MB=$T/mnt-b
 	mkdir -p "$MB"
@@ -340,11 +343,14 @@ if section wipe; then
 	e=$(status_of "$M" epoch)
 	writer_start "$M" old "$e"
 	wait_until 10 bash -c "[ \$(wc -l < '$T/ack.old') -gt 20 ]" || fail "the holder does not write"
+	# Host B waits for the root across the wipe.
+	MOUNTS+=("$MB")
+	on_b timeout 60 "$LEASEFS" mount --ttl=$TTL --wait=30 "$R" "$MB" >"$T/mount-b.out" 2>&1 &
+	BPID=$!
+	wait_until 10 grep -q 'waiting up to' "$T/mount-b.out" || fail "host B is not waiting: $(cat "$T/mount-b.out")"
 	pg_wipe
 	tmigrated=$(now_ms)
-	MOUNTS+=("$MB")
-	on_b timeout 60 "$LEASEFS" mount --ttl=$TTL --wait=30 "$R" "$MB" >"$T/mount-b.out" 2>&1 ||
-		fail "no successor after the wipe: $(cat "$T/mount-b.out")"
+	wait "$BPID" || fail "no successor after the wipe: $(cat "$T/mount-b.out")"
 	tsucc=$(now_ms)
 	PIDS+=("$(on_b "$LEASEFS" status "$MB" --json | json_get pid)")
 	eb=$(on_b "$LEASEFS" status "$MB" --json | json_get epoch)
@@ -359,6 +365,7 @@ if section wipe; then
 	echo "   $out"
 	case "$out" in *"after a newer one"*) fail "wipe: $out" ;; esac
 	echo "   the successor (epoch $eb) was granted $((tsucc - tmigrated)) ms after the migrations; the old holder ($sa): $(cat "$T/writer.old")"
+	sed "s/^/   B: /" "$T/mount-b.out"
 	on_b timeout 15 "$LEASEFS" umount "$MB"
 	"$LEASEFS" umount "$M" 2>/dev/null || true
 	ok "wipe: the old holder turned read-only; the successor on host B waited out the new table's grace and wrote after its last record"
