@@ -369,5 +369,14 @@ if section wipe; then
 	on_b timeout 15 "$LEASEFS" umount "$MB"
 	"$LEASEFS" umount "$M" 2>/dev/null || true
 	ok "wipe: the old holder turned read-only; the successor on host B waited out the new table's grace and wrote after its last record"
+	if [ -n "$P" ]; then
+		expect 64 "*a TTL of 5 s is longer than the store's max_ttl of 3 s*" "$LEASEFS" mount --ttl=5 "$R" "$M"
+		findmnt -rn "$M" >/dev/null && fail "mounted with a TTL above max_ttl"
+		for bad in max_ttl=0 max_ttl=abc max_ttl=; do
+			expect 64 "*bad $bad (expected seconds*" "$LEASEFS" lease list --leases="$STORE&$bad"
+		done
+		expect 64 '*max_ttl given twice*' "$LEASEFS" lease list --leases="$STORE&max_ttl=3&max_ttl=4"
+		ok "max_ttl: a TTL above it is refused (64), as is a bad or repeated max_ttl="
+	fi
 fi
 echo PASS
