@@ -44,6 +44,11 @@
  * Lock order, everywhere: leasefs's rows (in name order), then the
  * harness's row.
  *
+ * A database made anew (README.md, "A database made anew"): nothing is
+ * granted while the harness's lease table is younger than max_ttl +
+ * max_ttl/3 (its migration record's applied_at, on the server's clock),
+ * and a reconnect to another database is loss of every grant.
+ *
  * One connection per store, under `lock`; the holder thread waits on its
  * socket without the lock and takes it to read, renew or reconnect.
  */
