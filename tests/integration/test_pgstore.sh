@@ -331,14 +331,34 @@ if section wipe; then
 		PIDS+=("$WRITER_PID")
 		wait_until 10 grep -q writing "$T/writer.$tag" || fail "writer $tag: $(cat "$T/writer.$tag")"
 	}
+	spare() {
+		as_pg "$PG_BIN/initdb" -D "$PG_SOCKDIR/spare" -U leasefs -A trust --no-sync >"$T/initdb.log" 2>&1 ||
+			fail "initdb: $(tail -n 5 "$T/initdb.log")"
+	}
+	# 1. The holder learns of the new database when it reconnects, long
+	#    before its safe-until: at TTL 12 s, renewed every 4 s, that is at
+	#    least 6.8 s after the server stops.
 	expect 0 'migrated 3' peer --migrations=apply "$STORE" migrate
-	as_pg "$PG_BIN/initdb" -D "$PG_SOCKDIR/spare" -U leasefs -A trust --no-sync >"$T/initdb.log" 2>&1 ||
-		fail "initdb: $(tail -n 5 "$T/initdb.log")"
+	age_db
+	spare
+	mount_ws "$R" "$M" --ttl=12 --leases="$STORE${P:+&max_ttl=12}"
+	[ "$(status_of "$M" state)" = held ] || fail "the mount does not hold"
+	t0=$(now_ms)
+	pg_wipe
+	wait_until 5 bash -c "[ \"\$('$LEASEFS' status '$M' --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"state\"])')\" != held ]" ||
+		fail "the holder (TTL 12 s) still says held 5 s after the server was made anew: it did not notice the new database"
+	echo "   the holder turned $(status_of "$M" state) $(($(now_ms) - t0)) ms after the server was stopped"
+	"$LEASEFS" umount "$M" 2>/dev/null || true
+	ok "wipe: a holder that reconnects to a database made anew turns read-only at once, before its safe-until"
+
+	# 2. A successor waiting across the wipe is granted only after the old
+	#    holder turned read-only, and its records come after the holder's.
+	spare
 	start_host_b
 	MB=$T/mnt-b
 	mkdir -p "$MB"
 	: >"$R/log"
-	# The lease table is new: the first mount waits out its grace.
+	# The lease table is new (1.): the first mount waits out its grace.
 	mount_ws "$R" "$M" --ttl=$TTL --wait=20
 	e=$(status_of "$M" epoch)
 	writer_start "$M" old "$e"
