@@ -15,9 +15,11 @@
 #   identifiers   schema and table_prefix: leasefs refuses what the harness
 #                 refuses; the longest the harness takes work end to end
 #   owners        another database role's "_leasefs" is refused, not used
-#   wipe          PostgreSQL restarted without its data under a writing
-#                 mount: a mount on host B waiting for the root is granted
-#                 only after the old holder turned read-only (runs last:
+#   wipe          PostgreSQL restarted without its data: a holder turns
+#                 read-only at its reconnect, long before its safe-until; a
+#                 mount on host B waiting across it is granted only after
+#                 the new lease table's grace, after the old holder's last
+#                 record; max_ttl= and a TTL above it refused (runs last:
 #                 it loses every other section's database)
 # bound: 90
 if [ -z "${LEASEFS_PG_URI:-}" ]; then
