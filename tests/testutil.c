@@ -71,6 +71,36 @@ const char *tu_unique(void)
 }
 
 /*
+ * The harness's record of its migrations under `prefix` says they were
+ * applied an hour ago (a database set up long before): pgstore grants
+ * nothing while the lease table is younger than its max_ttl and a third
+ * (a database made anew), which test_pgstore.sh's wipe section runs.
+ */
+static void pg_age(const char *dsn, const char *prefix)
+{
+	static const char *const py = "import psycopg2, sys\n"
+		"c = psycopg2.connect(sys.argv[1])\n"
+		"c.cursor().execute('UPDATE looprig.' + sys.argv[2] + "
+		"'schema_migrations SET applied_at = applied_at - "
+		"interval \\'1 hour\\'')\n"
+		"c.commit()\n";
+	int status = -1;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execl("/usr/bin/python3", "python3", "-c", py, dsn, prefix,
+		      (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("ageing the migrations for prefix %s: status %d",
+			 prefix, status);
+}
+
+/*
  * The harness's migrations applied to a fresh table prefix, as its
  * pgstore.Open in apply mode does (by the peer that follows it): leasefs
  * opens only a store whose lease table the harness made.
@@ -102,6 +132,7 @@ static void pg_harness_apply(const char *uri, const char *prefix)
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		fail_msg("the harness's migrations for prefix %s: status %d",
 			 prefix, status);
+	pg_age(dsn, prefix);
 }
 
 /* A natsstore grants nothing while its bucket is younger than its

@@ -103,6 +103,43 @@ static int lock_row(struct pg_store *ps, int64_t deadline, const char *name,
 	return r;
 }
 
+/* The TTL is at most the store's max_ttl (which the grace assumes):
+ * 0, or LEASE_E_USAGE naming both. */
+static int fits(const struct pg_store *ps, struct lease_err *err)
+{
+	if (ps->ttl_ms <= ps->max_ttl_ms)
+		return 0;
+	return lease_err_set(err, LEASE_E_USAGE, 0, NULL, "pgstore %s: a TTL of "
+			     "%.3g s is longer than the store's max_ttl of %.3g s "
+			     "(the longest TTL any of its holders uses; raise "
+			     "max_ttl= in the URI of every mount of the store)",
+			     ps->shown, (double)ps->ttl_ms / 1e3,
+			     (double)ps->max_ttl_ms / 1e3);
+}
+
+/* In the transaction: the harness's lease table is older than the grace
+ * (a holder from before it, in a database made anew, has stopped
+ * believing): 0, or busy. */
+static int settled(struct pg_store *ps, int64_t deadline, const char *name,
+		   int64_t epoch, struct lease_err *err)
+{
+	int64_t age = 0;
+	int r = pg_age_ms_locked(ps, deadline, &age, err);
+
+	if (r < 0 || age >= pg_grace_ms(ps))
+		return r;
+	r = held(name, epoch, err);
+	if (err)
+		snprintf(err->msg, sizeof(err->msg), "pgstore %s: lease '%s' is "
+			 "not granted before the harness's lease table %s is "
+			 "%.3g s old (it is %.3g s): a holder from before it (a "
+			 "database made anew) may believe itself valid until "
+			 "then", ps->shown, name, ps->t_main,
+			 (double)pg_grace_ms(ps) / 1e3,
+			 age > 0 ? (double)age / 1e3 : 0.0);
+	return r;
+}
+
 /* A scope held (by anyone: read, neither made nor locked) is busy. */
 static int check_scopes(struct pg_store *ps, int64_t deadline,
 			const char *scopes, struct lease_err *err)
@@ -246,6 +283,8 @@ static int acquire_locked(struct pg_store *ps, int64_t deadline,
 		r = lock_own(ps, deadline, names, err);
 	if (r == 0)
 		r = lock_row(ps, deadline, name, epoch, err);
+	if (r == 0)
+		r = settled(ps, deadline, name, *epoch, err);
 	if (r == 0 && scopes)
 		r = check_scopes(ps, deadline, scopes, err);
 	if (r == 0)
@@ -276,8 +315,12 @@ int pg_try_acquire(struct lease_store *store, const char *name,
 	if (!pl)
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, name, "out of memory");
 	pthread_mutex_lock(&ps->lock);
-	r = acquire_locked(ps, deadline, pl, name, sc, store->opts.holder,
-			   &epoch, &safe, err);
+	r = fits(ps, err);
+	if (r == 0 && ps->anew)
+		r = pg_schema_again_locked(ps, err);
+	if (r == 0)
+		r = acquire_locked(ps, deadline, pl, name, sc, store->opts.holder,
+				   &epoch, &safe, err);
 	pthread_mutex_unlock(&ps->lock);
 	if (r == 0 && (r = lease_alloc(store, name, (uint64_t)epoch, sc, &l)) < 0)
 		lease_err_set(err, LEASE_E_IO, r, name, "out of memory");

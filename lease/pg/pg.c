@@ -18,17 +18,36 @@
 
 /* ---- the URI -------------------------------------------------------- */
 
+/* "max_ttl=SECONDS" (1 to 1000000, as natsstore takes it): 0 or
+ * LEASE_E_USAGE. */
+static int take_max_ttl(const char *v, int64_t *ms, struct lease_err *err)
+{
+	char *end;
+	double d;
+
+	errno = 0;
+	d = strtod(v, &end);
+	if (errno || end == v || *end || !(d >= 1 && d <= 1e6))
+		return lease_err_set(err, LEASE_E_USAGE, 0, NULL, "pgstore: bad "
+				     "max_ttl=%.80s (expected seconds, 1 to "
+				     "1000000)", v);
+	*ms = (int64_t)(d * 1000);
+	return 0;
+}
+
 /*
- * Take our own query parameters (schema=, table_prefix=) out of the URI,
- * which libpq would refuse; the rest goes to libpq as it is.  Each is
- * checked by the harness's rule; empty is the harness's default
- * (options.go:121-123, :128-130).  0 or LEASE_E_USAGE.
+ * Take our own query parameters (schema=, table_prefix=, max_ttl=) out of
+ * the URI, which libpq would refuse; the rest goes to libpq as it is.
+ * schema and table_prefix are checked by the harness's rule; empty is the
+ * harness's default (options.go:121-123, :128-130).  0 or LEASE_E_USAGE.
  */
 static int take_params(char **uri, char *schema, char *prefix,
-		       struct lease_err *err)
+		       int64_t *max_ttl_ms, struct lease_err *err)
 {
+	static const char *const keys[] = { "schema=", "table_prefix=",
+					    "max_ttl=" };
 	char *q = strchr(*uri, '?'), *out, *p, *save = NULL, sep = '?';
-	bool seen[2] = { false, false };
+	bool seen[3] = { false, false, false };
 	size_t len;
 
 	if (!q)
@@ -39,29 +58,34 @@ static int take_params(char **uri, char *schema, char *prefix,
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
 	len = (size_t)sprintf(out, "%s", *uri);
 	for (p = strtok_r(q, "&", &save); p; p = strtok_r(NULL, "&", &save)) {
-		int which = strncmp(p, "schema=", 7) == 0 ? 0
-			  : strncmp(p, "table_prefix=", 13) == 0 ? 1 : -1;
-		const char *what = which ? "table_prefix" : "schema";
-		size_t max = which ? PG_PREFIX_MAX : PG_SCHEMA_MAX;
-		int r = 0;
+		int which = -1, r = 0;
+		size_t max;
 
+		for (int i = 0; i < 3; i++)
+			if (strncmp(p, keys[i], strlen(keys[i])) == 0)
+				which = i;
 		if (which < 0) {
 			len += (size_t)sprintf(out + len, "%c%s", sep, p);
 			sep = '&';
 			continue;
 		}
-		p = strchr(p, '=') + 1;
+		max = which == 1 ? PG_PREFIX_MAX : PG_SCHEMA_MAX;
+		p += strlen(keys[which]);
 		if (seen[which])
-			r = lease_err_set(err, LEASE_E_USAGE, 0, NULL, "pgstore: %s "
-					  "given twice", what);
+			r = lease_err_set(err, LEASE_E_USAGE, 0, NULL, "pgstore: %.*s "
+					  "given twice", (int)strlen(keys[which]) - 1,
+					  keys[which]);
+		else if (which == 2)
+			r = take_max_ttl(p, max_ttl_ms, err);
 		else if (*p)
-			r = pg_ident_check(what, p, max, err);
+			r = pg_ident_check(which ? "table_prefix" : "schema", p,
+					   max, err);
 		if (r < 0) {
 			free(out);
 			return r;
 		}
 		seen[which] = true;
-		if (*p)
+		if (which < 2 && *p)
 			snprintf(which ? prefix : schema, max + 1, "%s", p);
 	}
 	free(*uri);
@@ -114,10 +138,46 @@ static int listen_locked(struct pg_store *ps, int64_t deadline,
 	return r;
 }
 
+void pg_database_changed_locked(struct pg_store *ps, const char *now)
+{
+	for (struct pg_lease *pl = ps->leases; pl; pl = pl->next) {
+		if (!pl->renewing)
+			continue;
+		pl->renewing = false;
+		lease_mark_lost(pl->lease, LEASE_LOSS_STORE);
+	}
+	if (now)
+		snprintf(ps->ident, sizeof(ps->ident), "%s", now);
+	ps->anew = true;
+}
+
+/*
+ * After a reconnect: the database is still the one the store's grants
+ * were made in.  Another, or the harness's lease table gone, is the
+ * database made anew (pg_database_changed_locked).  0, or -errno where
+ * the database did not answer.
+ */
+static int same_database_locked(struct pg_store *ps, struct lease_err *err)
+{
+	char now[PG_IDENT_MAX] = "";
+	struct lease_err why = { 0 };
+	int r = pg_identity_locked(ps, now, sizeof(now), &why);
+
+	if (r < 0 && (!ps->conn || why.kind != LEASE_E_UNREACHABLE)) {
+		if (err)
+			*err = why;
+		return r;
+	}
+	if (r < 0 || strcmp(now, ps->ident) != 0)
+		pg_database_changed_locked(ps, r == 0 ? now : NULL);
+	return 0;
+}
+
 int pg_connect_locked(struct pg_store *ps, int64_t deadline,
 		      struct lease_err *err)
 {
 	char secs[24];
+	int r;
 	/* TCP keepalives and a user timeout bound a dead peer; the user's
 	 * own settings in the URI win (libpq takes the last of each). */
 	const char *keys[] = { "connect_timeout", "keepalives",
@@ -143,7 +203,10 @@ int pg_connect_locked(struct pg_store *ps, int64_t deadline,
 	}
 	PQsetnonblocking(ps->conn, 1);
 	PQsetNoticeProcessor(ps->conn, quiet, NULL);
-	return listen_locked(ps, deadline, err);
+	r = listen_locked(ps, deadline, err);
+	if (r == 0 && ps->ident[0])
+		r = same_database_locked(ps, err);
+	return r;
 }
 
 /* A notification ("VERB STORE NAME") for this store: wake waiters; a
@@ -232,6 +295,15 @@ static int run(struct pg_store *ps, int64_t deadline, const char *sql,
 	return last ? 0 : -EIO;
 }
 
+/* The statement named a table or schema that is not there (SQLSTATE
+ * undefined_table, invalid_schema_name). */
+static bool vanished(const PGresult *res)
+{
+	const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	return code && (strcmp(code, "42P01") == 0 || strcmp(code, "3F000") == 0);
+}
+
 int pg_query(struct pg_store *ps, int64_t deadline, const char *sql,
 	     int nparams, const char *const *params, PGresult **res,
 	     struct lease_err *err)
@@ -272,8 +344,17 @@ int pg_query(struct pg_store *ps, int64_t deadline, const char *sql,
 	st = PQresultStatus(*res);
 	if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
 		return 0;
-	r = lease_err_set(err, LEASE_E_IO, -EIO, NULL, "pgstore %s: %s",
-			  ps->shown, PQresultErrorMessage(*res));
+	if (vanished(*res)) {
+		/* A database made anew, being set up again: the tables are
+		 * looked at (and ours made) before the next grant. */
+		ps->anew = true;
+		r = lease_err_set(err, LEASE_E_UNREACHABLE, 0, NULL, "pgstore %s: "
+				  "%s (the database is being made anew?)",
+				  ps->shown, PQresultErrorMessage(*res));
+	} else {
+		r = lease_err_set(err, LEASE_E_IO, -EIO, NULL, "pgstore %s: %s",
+				  ps->shown, PQresultErrorMessage(*res));
+	}
 	if (err)
 		err->msg[strcspn(err->msg, "\n")] = '\0';
 	PQclear(*res);
@@ -298,6 +379,11 @@ int64_t pg_safe_until(const struct pg_store *ps, int64_t sent, int64_t left_ms)
 	int64_t margin = ps->ttl_ms / 10 < 500 ? ps->ttl_ms / 10 : 500;
 
 	return sent + (left_ms - margin) * 1000000;
+}
+
+int64_t pg_grace_ms(const struct pg_store *ps)
+{
+	return ps->max_ttl_ms + ps->max_ttl_ms / 3;
 }
 
 int64_t pg_i64(const PGresult *res, int row, int col)
@@ -340,15 +426,19 @@ static int pg_open(struct lease_store *store, const char *rest,
 	pthread_cond_init(&ps->changed, &ca);
 	pthread_condattr_destroy(&ca);
 	ps->worker.kick_fd = -1;
-	ps->ttl_ms = store->opts.ttl_ms ? store->opts.ttl_ms : PG_DEFAULT_TTL_MS;
+	ps->max_ttl_ms = PG_DEFAULT_TTL_MS;
 	if (asprintf(&ps->conninfo, "postgresql:%s", rest) < 0) {
 		ps->conninfo = NULL;
 		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
 		goto fail;
 	}
-	r = take_params(&ps->conninfo, schema, prefix, err);
+	r = take_params(&ps->conninfo, schema, prefix, &ps->max_ttl_ms, err);
 	if (r < 0)
 		goto fail;
+	/* No TTL named: the harness's, or max_ttl where that is shorter. */
+	ps->ttl_ms = store->opts.ttl_ms ? store->opts.ttl_ms
+		: PG_DEFAULT_TTL_MS < ps->max_ttl_ms ? PG_DEFAULT_TTL_MS
+		: ps->max_ttl_ms;
 	ps->shown = malloc(strlen(ps->conninfo) + 8);
 	if (!ps->shown) {
 		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
@@ -360,6 +450,8 @@ static int pg_open(struct lease_store *store, const char *rest,
 	r = pg_connect_locked(ps, lease_deadline_ms(QUERY_MS), err);
 	if (r == 0)
 		r = pg_schema_open_locked(ps, err);
+	if (r == 0)
+		r = pg_identity_locked(ps, ps->ident, sizeof(ps->ident), err);
 	pthread_mutex_unlock(&ps->lock);
 	if (r < 0)
 		goto fail;

@@ -44,6 +44,11 @@
  * Lock order, everywhere: leasefs's rows (in name order), then the
  * harness's row.
  *
+ * A database made anew (README.md, "A database made anew"): nothing is
+ * granted while the harness's lease table is younger than max_ttl +
+ * max_ttl/3 (its migration record's applied_at, on the server's clock),
+ * and a reconnect to another database is loss of every grant.
+ *
  * One connection per store, under `lock`; the holder thread waits on its
  * socket without the lock and takes it to read, renew or reconnect.
  */
@@ -57,7 +62,11 @@
 
 #include "backend.h"
 
-#define PG_DEFAULT_TTL_MS 15000 /* the harness's LeaseTTL (options.go:19) */
+/* The harness's default LeaseTTL (options.go:19): the default max_ttl,
+ * and a mount's TTL when it names none. */
+#define PG_DEFAULT_TTL_MS 15000
+/* What identifies the database a store's grants live in (pg_identity). */
+#define PG_IDENT_MAX 96
 #define PG_HOLDER_HEX 64
 /* NAMEDATALEN - 1: PostgreSQL cuts a longer identifier (silently). */
 #define PG_NAME_MAX 63
@@ -82,6 +91,11 @@ struct pg_store {
 	char t_versions[2 * PG_NAME_MAX + 8]; /* ..."prefixschema_migrations" */
 	size_t longest;          /* the longest identifier we name */
 	int64_t ttl_ms;
+	/* The longest TTL any holder of the store uses (URI max_ttl=, default
+	 * the harness's LeaseTTL): nothing is granted while the harness's
+	 * lease table is younger than max_ttl + max_ttl/3 (a holder from
+	 * before it may still believe), and no mount's TTL is above it. */
+	int64_t max_ttl_ms;
 	/* lock protects conn, leases (and each member's fields marked so),
 	 * the worker's running and stopping, and events; changed is its
 	 * condition. */
@@ -90,6 +104,12 @@ struct pg_store {
 	PGconn *conn;            /* NULL while down */
 	int64_t next_connect;    /* back-off: no attempt before this */
 	uint64_t events;         /* notifications seen, for waiters */
+	/* The database as the store first saw it (the cluster's
+	 * system_identifier and when the harness's lease table was made): a
+	 * reconnect that finds another is loss of every grant; then `anew`
+	 * until the tables are looked at (and ours made) again. */
+	char ident[PG_IDENT_MAX];
+	bool anew;
 	struct pg_lease *leases;
 	struct lease_worker worker; /* renews, listens, reconnects */
 };
@@ -124,10 +144,18 @@ void pg_consume_locked(struct pg_store *ps);
 /* Caller holds ps->lock: connected (and listening), or -errno. */
 int pg_connect_locked(struct pg_store *ps, int64_t deadline,
 		      struct lease_err *err);
+/* Caller holds ps->lock: the database is not the one the store's grants
+ * were made in (a cluster or lease table made anew): every grant is lost
+ * at once (store failure; its row is not there), the tables are looked
+ * at again before the next grant, and `now` (if not NULL) is the
+ * database's identity from here on. */
+void pg_database_changed_locked(struct pg_store *ps, const char *now);
 /* The safe-until of a grant or renewal sent at `sent` (monotonic ns) that
  * the database says expires `left_ms` from its own now: the whole round
  * trip and a margin for clock rates taken off. */
 int64_t pg_safe_until(const struct pg_store *ps, int64_t sent, int64_t left_ms);
+/* Grants wait until the harness's lease table is this old (ms). */
+int64_t pg_grace_ms(const struct pg_store *ps);
 /* Parse a bigint column; 0 on NULL. */
 int64_t pg_i64(const PGresult *res, int row, int col);
 
@@ -141,6 +169,22 @@ void pg_names_set(struct pg_store *ps, const char *schema, const char *prefix);
  * its migrations made it (else LEASE_E_SETUP, nothing changed), and ours
  * are (made if missing). */
 int pg_schema_open_locked(struct pg_store *ps, struct lease_err *err);
+/* Caller holds ps->lock, connected: what identifies the database (the
+ * cluster's system_identifier where this user may read it, and the time
+ * the harness's lease table was made, recorded by its migration runner),
+ * into buf; 0 or -errno. */
+int pg_identity_locked(struct pg_store *ps, char *buf, size_t sz,
+		       struct lease_err *err);
+
+/* Caller holds ps->lock, connected, ps->anew: the tables looked at
+ * again (ours made if missing) and the identity taken on; a database not
+ * set up (yet) is LEASE_E_UNREACHABLE, which a waiting mount retries. */
+int pg_schema_again_locked(struct pg_store *ps, struct lease_err *err);
+
+/* Caller holds ps->lock: how old the harness's lease table is on the
+ * database's clock (ms; its migration runner's record of making it). */
+int pg_age_ms_locked(struct pg_store *ps, int64_t deadline, int64_t *age,
+		     struct lease_err *err);
 
 /* holder.c */
 int pg_holder_add(struct pg_store *ps, struct pg_lease *pl);

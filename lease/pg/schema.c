@@ -317,3 +317,71 @@ int pg_schema_open_locked(struct pg_store *ps, struct lease_err *err)
 	}
 	return r;
 }
+
+/* ---- which database -------------------------------------------------- */
+
+/* The harness's record of the lease table's making: the applied_at of
+ * the first migration from LEASES_MIGRATION on (a later migration does
+ * not move it).  An SQL expression. */
+#define LEASES_MADE(versions) "(SELECT applied_at FROM " versions " WHERE " \
+	"version >= 2 ORDER BY version LIMIT 1)"
+
+_Static_assert(LEASES_MIGRATION == 2, "LEASES_MADE names version 2");
+
+int pg_identity_locked(struct pg_store *ps, char *buf, size_t sz,
+		       struct lease_err *err)
+{
+	char sql[1024];
+	const char *p[] = { ps->t_main };
+	PGresult *res = NULL;
+	int r;
+
+	/* pg_control_system() may be closed to this user: then the rest. */
+	snprintf(sql, sizeof(sql), "SELECT CASE WHEN has_function_privilege("
+		 "'pg_control_system()', 'EXECUTE') THEN (SELECT "
+		 "system_identifier FROM pg_control_system())::text ELSE '-' END "
+		 "|| ' ' || (SELECT oid FROM pg_database WHERE datname = "
+		 "current_database())::text || ' ' || coalesce(to_regclass($1)::"
+		 "oid::text, '-') || ' ' || coalesce(extract(epoch FROM "
+		 LEASES_MADE("%s") ")::text, '-')", ps->t_versions);
+	r = pg_query(ps, 0, sql, 1, p, &res, err);
+	if (r == 0)
+		snprintf(buf, sz, "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return r;
+}
+
+int pg_schema_again_locked(struct pg_store *ps, struct lease_err *err)
+{
+	char now[PG_IDENT_MAX];
+	int r = pg_schema_open_locked(ps, err);
+
+	if (r < 0 && err && err->kind == LEASE_E_SETUP)
+		err->kind = LEASE_E_UNREACHABLE;
+	if (r < 0)
+		return r == lease_errkind_errno(LEASE_E_SETUP)
+			? lease_errkind_errno(LEASE_E_UNREACHABLE) : r;
+	r = pg_identity_locked(ps, now, sizeof(now), err);
+	if (r < 0)
+		return r;
+	if (strcmp(now, ps->ident) != 0)
+		pg_database_changed_locked(ps, now);
+	ps->anew = false;
+	return 0;
+}
+
+int pg_age_ms_locked(struct pg_store *ps, int64_t deadline, int64_t *age,
+		     struct lease_err *err)
+{
+	char sql[512];
+	PGresult *res = NULL;
+	int r;
+
+	snprintf(sql, sizeof(sql), "SELECT (extract(epoch FROM clock_timestamp() "
+		 "- " LEASES_MADE("%s") ") * 1000)::bigint", ps->t_versions);
+	r = pg_query(ps, deadline, sql, 0, NULL, &res, err);
+	if (r == 0)
+		*age = PQgetisnull(res, 0, 0) ? 0 : pg_i64(res, 0, 0);
+	PQclear(res);
+	return r;
+}

@@ -119,8 +119,8 @@ fc_store() {
 	FC_STORE=$1
 	case $1 in
 	pg) fc_pg_init; fc_pg_up; fc_pg_migrate
-	    FC_URI="postgresql://leasefs@$FC_SRV:5432/postgres?sslmode=disable"
-	    FC_URI_PROXY="postgresql://leasefs@127.0.0.1:15432/postgres?sslmode=disable"
+	    FC_URI="postgresql://leasefs@$FC_SRV:5432/postgres?sslmode=disable${FC_PG_PARAMS-&max_ttl=$FC_TTL}"
+	    FC_URI_PROXY="postgresql://leasefs@127.0.0.1:15432/postgres?sslmode=disable${FC_PG_PARAMS-&max_ttl=$FC_TTL}"
 	    FC_PORT=5432 ;;
 	nats) fc_nats_up
 	    FC_URI="nats://$FC_SRV:4222${FC_NATS_PARAMS-?max_ttl=$FC_TTL}"

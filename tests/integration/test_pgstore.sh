@@ -15,6 +15,12 @@
 #   identifiers   schema and table_prefix: leasefs refuses what the harness
 #                 refuses; the longest the harness takes work end to end
 #   owners        another database role's "_leasefs" is refused, not used
+#   wipe          PostgreSQL restarted without its data: a holder turns
+#                 read-only at its reconnect, long before its safe-until; a
+#                 mount on host B waiting across it is granted only after
+#                 the new lease table's grace, after the old holder's last
+#                 record; max_ttl= and a TTL above it refused (runs last:
+#                 it loses every other section's database)
 # bound: 90
 if [ -z "${LEASEFS_PG_URI:-}" ]; then
 	exec "$(dirname "$0")/../pg-harness.sh" bash "$0" "$@"
@@ -31,7 +37,11 @@ TTL=3
 mkdir -p "$R" "$M"
 NAME=$(python3 "$HERE/fsstore_peer.py" "$R" --root-name)
 BASE=${LEASEFS_PG_URI%/*}
-SECTIONS=${PG_IT_SECTIONS:-empty-first harness-first nesting older identifiers owners}
+SECTIONS=${PG_IT_SECTIONS:-empty-first harness-first nesting older identifiers owners wipe}
+# leasefs's parameter for the wipe section (PG_IT_PARAMS='' runs it against
+# a leasefs that knows no max_ttl): no holder there uses a TTL above 3 s,
+# so a lease table made anew is granted from after 4 s.
+P=${PG_IT_PARAMS-&max_ttl=$TTL}
 
 psql_in() { "$PG_BIN/psql" -X -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U leasefs "$1" -c "$2"; }
 # use_db DB: a new, empty database, the store of both sides (STORE; the
@@ -42,6 +52,16 @@ use_db() {
 	export LEASEFS_LEASES=$STORE
 }
 q() { psql_in "$DB" "$1"; }
+# age_db: the harness's record says its tables were made an hour ago (a
+# database set up long before): leasefs grants in it at once, where it
+# waits out max_ttl and a third after a lease table is made (the wipe
+# section runs that grace).
+age_db() {
+	q "DO \$\$DECLARE t record; BEGIN FOR t IN SELECT schemaname, tablename FROM pg_tables
+	   WHERE tablename LIKE '%schema_migrations' LOOP EXECUTE format('UPDATE %I.%I SET
+	   applied_at = applied_at - interval ''1 hour''', t.schemaname, t.tablename); END LOOP;
+	   END\$\$" >/dev/null
+}
 peer() { "$PY" "$PEER" "$@"; }
 start_peer() { peer_start "$PY" "$PEER" "$STORE" "$NAME" "$1" "${2:-$TTL}"; } # MODE [TTL]
 peer_try() { peer "$STORE" "$NAME" try; }
@@ -80,6 +100,7 @@ if section empty-first; then
 
 	expect 1 'pgstore: database schema version 0, want 3' peer "$STORE" migrate
 	expect 0 'migrated 3' peer --migrations=apply "$STORE" migrate
+	age_db
 	expect 0 'valid 3' peer "$STORE" migrate
 	ok "then the harness: validate refuses the empty database as before, apply migrates to 3, validate passes"
 
@@ -96,6 +117,7 @@ fi
 if section harness-first; then
 	use_db hfirst
 	expect 0 'migrated 3' peer --migrations=apply "$STORE" migrate
+	age_db
 	mount_ws "$R" "$M" --ttl=$TTL
 	me=$(status_of "$M" epoch)
 	[ "$me" -eq 1 ] || fail "first mount at epoch $me"
@@ -139,6 +161,7 @@ fi
 if section nesting; then
 	use_db nest
 	expect 0 'migrated 3' peer --migrations=apply "$STORE" migrate
+	age_db
 	IN=$R/in MB=$T/mb
 	mkdir -p "$IN" "$MB"
 	IN_NAME=$(python3 "$HERE/fsstore_peer.py" "$IN" --root-name)
@@ -191,6 +214,7 @@ if section older; then
 	[ -n "$(sql_block 1)" ] && [ -n "$(sql_block 2)" ] || fail "no repair in fs/leasefs.8"
 	q "$(sql_block 1)" >/dev/null
 	expect 0 'migrated 3' peer --migrations=apply "$STORE" migrate
+	age_db
 	q "$(sql_block 2)" >/dev/null
 	expect 0 'valid 3' peer "$STORE" migrate
 	mount_ws "$R" "$M" --ttl=$TTL
@@ -240,6 +264,7 @@ if section identifiers; then
 
 	# The longest the harness takes, end to end: its tables and ours, none cut.
 	expect 0 'migrated 3' peer --migrations=apply --schema="$s63" --prefix="$a40" "$STORE" migrate
+	age_db
 	mount_ws "$R" "$M" --ttl=$TTL --leases="$STORE&schema=$s63&table_prefix=$a40"
 	expect 0 "busy 1" peer --schema="$s63" --prefix="$a40" "$STORE" "$NAME" try
 	[ "$(q "SELECT epoch FROM \"$s63\".\"${a40}leases\" WHERE name = '$NAME'")" = 1 ] ||
@@ -253,6 +278,7 @@ fi
 if section owners; then
 	use_db owners
 	expect 0 'migrated 3' peer --migrations=apply "$STORE" migrate
+	age_db
 	q "CREATE ROLE mallory LOGIN; CREATE ROLE bob LOGIN;
 	   GRANT CREATE ON DATABASE owners TO mallory, bob;
 	   GRANT USAGE ON SCHEMA looprig TO mallory, bob;
@@ -276,5 +302,103 @@ if section owners; then
 	[ "$(q "SELECT string_agg(tablename || ' ' || tableowner, ', ' ORDER BY tablename) FROM pg_tables WHERE schemaname = '_leasefs'")" = \
 	  "pgstore_names bob, pgstore_within bob" ] || fail "leasefs's tables are not bob's"
 	ok "a _leasefs schema or table another role owns is refused (78) and left alone; in a superuser's schema the user makes its own"
+fi
+# ---- PostgreSQL restarted without its data -------------------------------
+if section wipe; then
+	DB=postgres STORE="$BASE/postgres?sslmode=disable"
+	export LEASEFS_LEASES="$STORE$P"
+	now_ms() { date +%s%3N; }
+	as_pg() { runuser -u "$PG_RUN" -- "$@"; }
+	# pg_wipe: stop the server, put a data directory made beforehand by
+	# initdb (so the new server is up within a renewal or two, as a
+	# container restarted without its volume would be) in place of its
+	# own, start it on its port and apply the harness's migrations (as an
+	# operator, or a harness Open with MigrationApply, would).
+	pg_wipe() {
+		as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -m immediate -w -t 10 stop >/dev/null ||
+			fail "PostgreSQL did not stop"
+		rm -rf "$PG_DATA"
+		mv "$PG_SOCKDIR/spare" "$PG_DATA"
+		as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_SOCKDIR/server.log" -w -t 30 \
+			-o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_SOCKDIR -c fsync=off" \
+			start >/dev/null || fail "PostgreSQL did not start again"
+		expect 0 'migrated 3' peer --migrations=apply "$STORE" migrate
+	}
+	# A writer of fsync-acknowledged records through mount MNT (records.py).
+	writer_start() { # MNT TAG EPOCH [on_b]
+		local mnt=$1 tag=$2 epoch=$3
+		${4:-} python3 -u "$HERE/records.py" write "$mnt/log" "$tag" "$epoch" "$T/ack.$tag" \
+			>"$T/writer.$tag" 2>&1 &
+		WRITER_PID=$!
+		PIDS+=("$WRITER_PID")
+		wait_until 10 grep -q writing "$T/writer.$tag" || fail "writer $tag: $(cat "$T/writer.$tag")"
+	}
+	spare() {
+		as_pg "$PG_BIN/initdb" -D "$PG_SOCKDIR/spare" -U leasefs -A trust --no-sync >"$T/initdb.log" 2>&1 ||
+			fail "initdb: $(tail -n 5 "$T/initdb.log")"
+	}
+	# 1. The holder learns of the new database when it reconnects, long
+	#    before its safe-until: at TTL 12 s, renewed every 4 s, that is at
+	#    least 6.8 s after the server stops.
+	expect 0 'migrated 3' peer --migrations=apply "$STORE" migrate
+	age_db
+	spare
+	mount_ws "$R" "$M" --ttl=12 --leases="$STORE${P:+&max_ttl=12}"
+	[ "$(status_of "$M" state)" = held ] || fail "the mount does not hold"
+	t0=$(now_ms)
+	pg_wipe
+	wait_until 5 bash -c "[ \"\$('$LEASEFS' status '$M' --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"state\"])')\" != held ]" ||
+		fail "the holder (TTL 12 s) still says held 5 s after the server was made anew: it did not notice the new database"
+	echo "   the holder turned $(status_of "$M" state) $(($(now_ms) - t0)) ms after the server was stopped"
+	"$LEASEFS" umount "$M" 2>/dev/null || true
+	ok "wipe: a holder that reconnects to a database made anew turns read-only at once, before its safe-until"
+
+	# 2. A successor waiting across the wipe is granted only after the old
+	#    holder turned read-only, and its records come after the holder's.
+	spare
+	start_host_b
+	MB=$T/mnt-b
+	mkdir -p "$MB"
+	: >"$R/log"
+	# The lease table is new (1.): the first mount waits out its grace.
+	mount_ws "$R" "$M" --ttl=$TTL --wait=20
+	e=$(status_of "$M" epoch)
+	writer_start "$M" old "$e"
+	wait_until 10 bash -c "[ \$(wc -l < '$T/ack.old') -gt 20 ]" || fail "the holder does not write"
+	# Host B waits for the root across the wipe.
+	MOUNTS+=("$MB")
+	on_b timeout 60 "$LEASEFS" mount --ttl=$TTL --wait=30 "$R" "$MB" >"$T/mount-b.out" 2>&1 &
+	BPID=$!
+	wait_until 10 grep -q 'waiting up to' "$T/mount-b.out" || fail "host B is not waiting: $(cat "$T/mount-b.out")"
+	pg_wipe
+	tmigrated=$(now_ms)
+	wait "$BPID" || fail "no successor after the wipe: $(cat "$T/mount-b.out")"
+	tsucc=$(now_ms)
+	PIDS+=("$(on_b "$LEASEFS" status "$MB" --json | json_get pid)")
+	eb=$(on_b "$LEASEFS" status "$MB" --json | json_get epoch)
+	sa=$(status_of "$M" state)
+	[ "$sa" != held ] || fail "the old holder still says held after its successor's grant"
+	grep -q stopped "$T/writer.old" || fail "the old holder's writer still writes after the successor's grant: $(cat "$T/writer.old")"
+	expect_erofs bash -c "echo late >> '$M/f'"
+	writer_start "$MB" new "$eb" on_b
+	wait_until 10 bash -c "[ \$(wc -l < '$T/ack.new') -gt 20 ]" || fail "the successor does not write"
+	kill "$WRITER_PID" 2>/dev/null || true
+	out=$(python3 "$HERE/records.py" check "$R/log" "$T/ack.old" "$T/ack.new") || true
+	echo "   $out"
+	case "$out" in *"after a newer one"*) fail "wipe: $out" ;; esac
+	echo "   the successor (epoch $eb) was granted $((tsucc - tmigrated)) ms after the migrations; the old holder ($sa): $(cat "$T/writer.old")"
+	sed "s/^/   B: /" "$T/mount-b.out"
+	on_b timeout 15 "$LEASEFS" umount "$MB"
+	"$LEASEFS" umount "$M" 2>/dev/null || true
+	ok "wipe: the old holder turned read-only; the successor on host B waited out the new table's grace and wrote after its last record"
+	if [ -n "$P" ]; then
+		expect 64 "*a TTL of 5 s is longer than the store's max_ttl of 3 s*" "$LEASEFS" mount --ttl=5 "$R" "$M"
+		findmnt -rn "$M" >/dev/null && fail "mounted with a TTL above max_ttl"
+		for bad in max_ttl=0 max_ttl=abc max_ttl=; do
+			expect 64 "*bad $bad (expected seconds*" "$LEASEFS" lease list --leases="$STORE&$bad"
+		done
+		expect 64 '*max_ttl given twice*' "$LEASEFS" lease list --leases="$STORE&max_ttl=3&max_ttl=4"
+		ok "max_ttl: a TTL above it is refused (64), as is a bad or repeated max_ttl="
+	fi
 fi
 echo PASS
