@@ -314,6 +314,9 @@ enum lease_fence {
 				itself healthy any more */
 	LEASE_FENCE_PENDING, /* neither by the deadline: the name stays shut
 				to successors until one of them happens */
+	LEASE_FENCE_SUCCEEDED, /* a successor already holds it: one of the
+				  first two happened, the store no longer
+				  says which */
 };
 
 /*

@@ -62,6 +62,10 @@ static int revoke_and_wait(struct lease_store *st, const char *uri,
 		       "has run out, so it cannot write any more; a successor "
 		       "may acquire it now\n", name, uri);
 		return 0;
+	case LEASE_FENCE_SUCCEEDED:
+		printf("revoked %s in %s: a successor holds it already, granted "
+		       "after the holder released or its TTL ran out\n", name, uri);
+		return 0;
 	case LEASE_FENCE_PENDING:
 		break;
 	}

@@ -277,8 +277,14 @@ static int fence_state(struct ns_store *ns, const char *key, uint64_t epoch,
 
 	if (r < 0)
 		return r;
-	if (r == 0 || v.epoch > epoch) {
+	if (r == 0) {
 		*out = LEASE_FENCE_ACKED;
+		return 1;
+	}
+	/* The successor's grant overwrote the holder's record: whether the
+	 * holder released or expired first is no longer written anywhere. */
+	if (v.epoch > epoch) {
+		*out = LEASE_FENCE_SUCCEEDED;
 		return 1;
 	}
 	record = record_of(&rec, read, epoch, v.holder);
