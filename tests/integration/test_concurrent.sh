@@ -8,7 +8,7 @@
 R=$T/root M=$T/mnt
 mount_ws "$R" "$M"
 lease=$(status_of "$M" lease)
-nw=4
+nw=4 writers=()
 for i in $(seq $nw); do
 	python3 - "$M/w$i" "$T/ack$i" "$T/go" <<'PY' &
 import errno, os, sys, time
@@ -30,12 +30,12 @@ while time.monotonic() - t0 < 30:
     if seq == 200: open(go + "." + str(os.getpid()), "w").close()
 print(seq, file=sys.stderr)
 PY
-	PIDS+=($!)
+	PIDS+=($!) writers+=($!)
 done
 # revoke once every writer has written 200 records
 wait_until 30 bash -c "[ \$(ls $T/go.* 2>/dev/null | wc -l) -ge $nw ]" || fail "writers did not start"
 "$LEASEFS" lease revoke "$lease" >/dev/null
-for p in "${PIDS[@]:1}"; do wait "$p" || fail "writer $p failed"; done
+for p in "${writers[@]}"; do wait "$p" || fail "writer $p failed"; done
 for i in $(seq $nw); do
 	acked=$(wc -l < "$T/ack$i")
 	size=$(stat -c %s "$R/w$i")
