@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/magic.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <sys/mount.h>
 #include <sys/statfs.h>
 
@@ -42,6 +44,33 @@ bool is_stale_mount(const char *path)
 	       (errno == ENOTCONN || errno == ECONNABORTED || errno == ECANCELED);
 }
 
+/*
+ * Root detaches exactly the mount `path` names now: the path is walked
+ * once with no symbolic link followed (a user who owns a component of it
+ * cannot swap in a link to another mount), the mount is pinned by that
+ * fd, and umount2() is given the fd's magic link, which names the pinned
+ * mount and nothing else.
+ */
+static int detach_pinned(const char *path)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	char proc[64];
+	long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	int r;
+
+	if (fd < 0 && errno == ENOSYS)
+		fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%ld", fd);
+	r = umount2(proc, MNT_DETACH) < 0 ? -errno : 0;
+	close((int)fd);
+	return r;
+}
+
 /* Detach the mount on `path`: root itself, a user through fusermount3
  * (which lets a user detach only its own mounts). */
 static int detach(const char *path)
@@ -51,7 +80,7 @@ static int detach(const char *path)
 	pid_t pid;
 
 	if (geteuid() == 0)
-		return umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 ? -errno : 0;
+		return detach_pinned(path);
 	if (posix_spawnp(&pid, "fusermount3", NULL, NULL, argv, environ) != 0)
 		return -ENOENT;
 	while (waitpid(pid, &status, 0) < 0)

@@ -28,6 +28,13 @@ ok "remount on the stale mount point: epoch $epoch -> $e2"
 # `leasefs umount` of a crashed daemon's mount detaches it.
 kill -9 "$DAEMON_PID"
 wait_pid_gone "$DAEMON_PID" 10 || fail "daemon survived kill -9"
+# Root's detach walks the path it is given without following a symbolic
+# link (whoever owns a component could point it at another mount).
+ln -s "$T" "$T/link"
+rc=0; out=$("$LEASEFS" umount "$T/link/mnt" 2>&1) || rc=$?
+[ $rc -ne 0 ] && mountpoint -q "$M" || fail "a stale mount detached through a symbolic link: exit $rc: $out"
+grep -q "symbolic link" <<<"$out" || fail "the refusal does not say why: $out"
+ok "root's detach follows no symbolic link: $out"
 "$LEASEFS" umount "$M" || fail "umount of a stale mount failed"
 mountpoint -q "$M" && fail "stale mount still there after leasefs umount"
 [ "$(cat "$R/f")" = "$(printf 'before\nafter')" ] || fail "backing root changed: $(cat "$R/f")"
