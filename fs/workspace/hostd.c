@@ -28,6 +28,15 @@
 #endif
 /* SCM_RIGHTS carries at most 253 fds (SCM_MAX_FD). */
 #define MAX_FDS 250
+#define MAX_DEPTH (PATH_MAX / 2) /* directories in a path, "/" included */
+
+/* What the access check found, from its child: 0 or -errno, and the
+ * mount each directory of the path resolved on (hostlock_spec.mnt_ids). */
+struct verdict {
+	int r;
+	int n;
+	int ids[MAX_DEPTH];
+};
 #define MSG_MAX (2 * PATH_MAX + 512)
 #define CLIENT_TIMEOUT_S (HOSTD_REQUEST_TIMEOUT_S + 5)
 /* The arbiter's exit status for a worker that served "released". */
@@ -317,13 +326,58 @@ static int caller_groups(pid_t pid, gid_t *groups, int max)
 	return n;
 }
 
+/* The mount each directory of `path` resolves on from rootfd, no symlink
+ * followed: path's own first, then each parent's up to "/"; a directory
+ * not made yet lies on its nearest existing ancestor's.  The locks are
+ * planned from these, so what is locked is what was resolved, whatever
+ * the caller mounts over or under the path.  The count or -errno. */
+static int resolved_mounts(int rootfd, const char *path, int *ids)
+{
+	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
+					   RESOLVE_NO_MAGICLINKS };
+	char at[PATH_MAX];
+	int n = 0;
+
+	snprintf(at, sizeof(at), "%s", path);
+	do {
+		if (++n > MAX_DEPTH)
+			return -ENAMETOOLONG;
+	} while (ws_path_parent(at));
+	for (int i = n - 1; i >= 0; i--) {
+		struct statx stx;
+		int fd, r;
+
+		snprintf(at, sizeof(at), "%s", path);
+		for (int k = 0; k < i; k++)
+			ws_path_parent(at);
+		fd = (int)syscall(SYS_openat2, rootfd, at[1] ? at + 1 : ".",
+				  &how, sizeof(how));
+		if (fd < 0 && errno == ENOENT && i < n - 1) {
+			ids[i] = ids[i + 1];
+			continue;
+		}
+		if (fd < 0)
+			return -errno;
+		r = statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx);
+		close(fd);
+		if (r < 0)
+			return -errno;
+		if (!(stx.stx_mask & STATX_MNT_ID))
+			return -ENOSYS;
+		ids[i] = (int)stx.stx_mnt_id;
+	}
+	return n;
+}
+
 /* As the caller (its ids and groups): that `path`, resolved from its root
  * without a symlink, is a directory it may read, write and search, and
  * that it owns it if it is sticky.  A directory not made yet (a session's,
  * the metrics or a file store's) is asked of its nearest existing
  * ancestor: that the caller may write and search it, where it will make
  * it.  0 or -errno.  Run in a child of its own (it changes credentials). */
-static int may_lock_as(const struct caller *c, int rootfd, const char *path)
+static int may_lock_as(const struct caller *c, int rootfd, const char *path,
+		       struct verdict *v)
 {
 	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
 				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
@@ -355,12 +409,34 @@ static int may_lock_as(const struct caller *c, int rootfd, const char *path)
 		return -errno;
 	if (exact && (st.st_mode & S_ISVTX) && st.st_uid != c->cr.uid)
 		return -EACCES;
-	return 0;
+	v->n = resolved_mounts(rootfd, path, v->ids);
+	return v->n < 0 ? v->n : 0;
+}
+
+/* Read all of a verdict from its child by `deadline_ms` (of waiting):
+ * false if it did not come whole. */
+static bool read_verdict(int fd, struct verdict *v, int deadline_ms)
+{
+	char *p = (char *)v;
+	size_t got = 0;
+
+	while (got < sizeof(*v)) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		ssize_t k;
+
+		if (poll(&pfd, 1, deadline_ms) != 1)
+			return false;
+		k = read(fd, p + got, sizeof(*v) - got);
+		if (k <= 0)
+			return false;
+		got += (size_t)k;
+	}
+	return true;
 }
 
 /* may_lock_as() in a child, waited for at most 5 s (a path on a
  * filesystem that does not answer is refused, not waited on). */
-static int may_lock(const struct caller *c, const char *path)
+static int may_lock(const struct caller *c, const char *path, struct verdict *v)
 {
 	char root[32];
 	int p[2], rootfd, r = -ETIMEDOUT;
@@ -376,17 +452,14 @@ static int may_lock(const struct caller *c, const char *path)
 	}
 	pid = fork();
 	if (pid == 0) {
-		r = may_lock_as(c, rootfd, path);
-		(void)!write(p[1], &r, sizeof(r));
+		v->r = may_lock_as(c, rootfd, path, v);
+		(void)!write(p[1], v, sizeof(*v));
 		_exit(0);
 	}
 	close(p[1]);
 	close(rootfd);
 	if (pid > 0) {
-		struct pollfd pfd = { .fd = p[0], .events = POLLIN };
-
-		if (poll(&pfd, 1, 5000) == 1 && read(p[0], &r, sizeof(r)) != sizeof(r))
-			r = -EIO;
+		r = read_verdict(p[0], v, 5000) ? v->r : -ETIMEDOUT;
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 	} else {
@@ -435,6 +508,7 @@ static void serve_take(const struct caller *c, char *line)
 	struct hostlock_who who = { .uid = c->cr.uid, .pid = c->cr.pid,
 				    .mountinfo = mountinfo };
 	struct hostlock *h;
+	static struct verdict v; /* a worker serves one request */
 	int fds[MAX_FDS + 1];
 	size_t n;
 	int r = parse_take(line, &spec);
@@ -443,12 +517,16 @@ static void serve_take(const struct caller *c, char *line)
 		say(c->conn, NULL, 0, "error\t%d\ta request no leasefs daemon makes", EINVAL);
 		return;
 	}
-	if (c->cr.uid != 0 && (r = may_lock(c, spec.path)) < 0) {
+	if (c->cr.uid != 0 && (r = may_lock(c, spec.path, &v)) < 0) {
 		say(c->conn, NULL, 0, "error\t%d\tcannot take the host lock on "
 		    "%s: %s (uid %u may lock only a directory it may read, "
 		    "write and search, and owns if it is sticky)", -r, spec.path,
 		    strerror(-r), (unsigned)c->cr.uid);
 		return;
+	}
+	if (c->cr.uid != 0) {
+		spec.mnt_ids = v.ids;
+		spec.n_mnt_ids = (size_t)v.n;
 	}
 	r = c->cr.uid ? rundir_ctl_dir(c->cr.uid) : 0;
 	if (r < 0) {

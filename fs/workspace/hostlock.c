@@ -68,19 +68,22 @@ struct want {
 	char dev[32];
 	char root[PATH_MAX];      /* the mount's root inside its filesystem */
 	size_t point_len;         /* of the mount point; 0: none yet */
+	int mnt_id;               /* the mount it was resolved on; 0: unknown */
 	bool found;
 };
 
-/* One mount: the topmost one (the later line) wins for every wanted
- * directory its mount point contains. */
-static void mount_seen(struct want *w, size_t n, const char *dev,
+/* One mount: a directory whose mount is known takes that mount's line
+ * alone; for the others the topmost one (the later line) wins for every
+ * wanted directory its mount point contains. */
+static void mount_seen(struct want *w, size_t n, int id, const char *dev,
 		       const char *root, const char *point)
 {
 	size_t l = strlen(point);
 
 	for (size_t i = 0; i < n; i++) {
 		if (!ws_path_within(w[i].path, point) ||
-		    (w[i].found && l < w[i].point_len))
+		    (w[i].mnt_id && w[i].mnt_id != id) ||
+		    (!w[i].mnt_id && w[i].found && l < w[i].point_len))
 			continue;
 		snprintf(w[i].dev, sizeof(w[i].dev), "%s", dev);
 		snprintf(w[i].root, sizeof(w[i].root), "%s", root);
@@ -96,16 +99,16 @@ static int mounts_scan(const char *mountinfo, struct want *w, size_t n)
 	FILE *f = fopen(mountinfo, "re");
 	char *line = NULL, dev[32], *root = malloc(PATH_MAX), *point = malloc(PATH_MAX);
 	size_t cap = 0;
-	int r = f && root && point ? 0 : -ENOMEM;
+	int r = f && root && point ? 0 : -ENOMEM, id;
 
 	if (!f)
 		r = -errno;
 	while (r == 0 && getline(&line, &cap, f) > 0) {
-		if (sscanf(line, "%*d %*d %31s %4095s %4095s", dev, root, point) != 3)
+		if (sscanf(line, "%d %*d %31s %4095s %4095s", &id, dev, root, point) != 4)
 			continue;
 		ws_mountinfo_unescape(root);
 		ws_mountinfo_unescape(point);
-		mount_seen(w, n, dev, root, point);
+		mount_seen(w, n, id, dev, root, point);
 	}
 	free(line);
 	free(root);
@@ -204,9 +207,14 @@ static int plan(struct hostlock *h, const struct hostlock_spec *spec,
 	w = calloc(n, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
+	if (spec->mnt_ids && spec->n_mnt_ids != n) {
+		free(w);
+		return -EINVAL;
+	}
 	snprintf(path, sizeof(path), "%s", spec->path);
 	for (size_t i = 0; i < n; i++) {
 		snprintf(w[i].path, sizeof(w[i].path), "%s", path);
+		w[i].mnt_id = spec->mnt_ids ? spec->mnt_ids[i] : 0;
 		ws_path_parent(path);
 	}
 	r = mounts_scan(mountinfo, w, n);

@@ -43,6 +43,12 @@ struct hostlock_spec {
 	const char *lease_name;  /* X: the root lease; else NULL */
 	uint64_t epoch;          /* X: the root lease's epoch */
 	const char *mountpoint;  /* the mount that holds it */
+	/* The mount (mountinfo's first field) each directory of path lies
+	 * on, as resolved: path's own first, then each parent's up to "/".
+	 * NULL: the topmost mount in the mount table whose mount point
+	 * contains the directory (the caller's own view, trusted). */
+	const int *mnt_ids;
+	size_t n_mnt_ids;
 };
 
 struct hostlock;

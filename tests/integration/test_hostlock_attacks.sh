@@ -270,7 +270,63 @@ atk_gc() {
 	ok "the run directory follows the live mounts ($live names with one mount, none without, a killed daemon's collected); a sweep never frees a live lock"
 }
 
-ALL="atk_lockfiles atk_names atk_netunix atk_userns atk_gc"
+# The arbiter locks the directories it checked, not what the caller's
+# mount table says: a user namespace that mounts over (or under) a path
+# cannot have the arbiter lock the host's "/" (keeping root's mounts of
+# unrelated directories out) nor have a held root locked under another
+# directory's name (a second exclusive session).  The requests are the
+# daemon's own, sent raw so that no FUSE mount is needed.
+atk_overmount() {
+	local D=$T/held2 M=$T/mh2 V=$T/victim out rc
+	if ! as "$UA" unshare --user --map-root-user true 2>/dev/null; then
+		echo "SKIP: user namespaces off"
+		return 0
+	fi
+	mkdir -p "$HA/P/ws" "$HA/decoy" "$V/ws" "$V/m" "$M"
+	chown -R "$UA:" "$HA/P" "$HA/decoy"
+	cat >"$T/take.py" <<'PY'
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect("/run/leasefs/hostd.sock")
+s.send(("take\t0\t7\tworkspace\t-\t" + sys.argv[1]).encode())
+m, fds, _, _ = socket.recv_fds(s, 8192, 64)
+print(m.decode().split("\t")[0], flush=True)
+if fds: time.sleep(float(sys.argv[2]))
+PY
+	cat >"$T/over.sh" <<'SH'
+set -eu
+mount -t tmpfs t /mnt
+if [ "$1" = root ]; then
+	mkdir -p /mnt/x/y
+	mount --rbind / /mnt/x/y        # the host's "/" at /mnt/x/y ...
+	mount -t tmpfs t2 /mnt/x        # ... hidden under a tmpfs of ours
+	mkdir -p /mnt/x/y
+	exec python3 "$2" /mnt/x/y 60
+fi
+mkdir -p /mnt/x/ws
+mount --bind "$3/decoy" /mnt/x/ws       # the mount table: /mnt/x/ws is the decoy ...
+mount --bind "$3/P" /mnt/x              # ... the path: the held root
+exec python3 "$2" /mnt/x/ws 0
+SH
+	# A1: the host's "/" hidden under our tmpfs, asked for exclusively.
+	# Not through as(): $! must be the process that becomes the holder.
+	setpriv --reuid="$UA" --regid="$(id -g "$UA")" --init-groups \
+		unshare --user --map-root-user --mount bash "$T/over.sh" root "$T/take.py" \
+		>"$T/over.out" 2>&1 &
+	PIDS+=($!)
+	wait_until 20 test -s "$T/over.out" || fail "the overmount request got no answer"
+	rc=0; out=$("$LEASEFS" mount "$V/ws" "$V/m" 2>&1) || rc=$?
+	[ $rc -eq 0 ] || fail "root's mount refused while a user holds a lock asked through an overmount ($(cat "$T/over.out")): exit $rc: $out"
+	"$LEASEFS" umount "$V/m"
+	# A2: the held root asked for under a decoy's name.
+	mount_ws "$HA/P/ws" "$M"
+	out=$(as "$UA" unshare --user --map-root-user --mount bash "$T/over.sh" second "$T/take.py" "$HA" 2>&1)
+	[ "$out" = busy ] || fail "a held root asked for through a bind over its parent: $out (want busy)"
+	"$LEASEFS" umount "$M"
+	ok "the arbiter locks what it resolved: an overmounted '/' leaves root's mounts alone, a held root under a decoy's name is busy"
+}
+
+ALL="atk_lockfiles atk_names atk_netunix atk_userns atk_gc atk_overmount"
 for s in ${ATK_ONLY:-$ALL}; do
 	"atk_${s#atk_}"
 done
