@@ -17,8 +17,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/magic.h>
-#include <linux/openat2.h>
-#include <sys/syscall.h>
 #include <sys/mount.h>
 #include <sys/statfs.h>
 
@@ -53,21 +51,14 @@ bool is_stale_mount(const char *path)
  */
 static int detach_pinned(const char *path)
 {
-	struct open_how how = {
-		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
 	char proc[64];
-	long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
-	int r;
+	int fd = lease_open_canonical_dir(path, O_PATH), r;
 
-	if (fd < 0 && errno == ENOSYS)
-		fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return -errno;
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%ld", fd);
+		return fd;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
 	r = umount2(proc, MNT_DETACH) < 0 ? -errno : 0;
-	close((int)fd);
+	close(fd);
 	return r;
 }
 

@@ -237,25 +237,12 @@ static bool layer_meets_served(const struct mnt_line *m, bool overlay,
 	return false;
 }
 
-static int open_root_dir(const char *path)
-{
-	struct open_how how = {
-		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-	long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
-
-	if (fd < 0 && errno == ENOSYS)
-		fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return fd < 0 ? -errno : (int)fd;
-}
-
 int check_stacked_root(const struct mount_opts *o, struct lfs_err *err)
 {
 	struct holder_find h = { 0 };
 	struct behind be = { 0 };
 	struct statfs sf;
-	int fd = open_root_dir(o->canon_root), r = 0;
+	int fd = lease_open_canonical_dir(o->canon_root, O_PATH), r = 0;
 	bool fuse, overlay;
 
 	if (fd < 0)
