@@ -329,3 +329,37 @@ harness_contend() {
 	out=$(peer_try)
 	[ "$out" = "busy $me" ] || fail "peer while the mount holds: '$out', want 'busy $me'"
 }
+
+# writer_start MNT TAG EPOCH [on_b]: records.py appending fsync-acknowledged
+# records to MNT/log as TAG at EPOCH (acknowledgements in $T/ack.TAG, its
+# output in $T/writer.TAG), run by the optional prefix; returns once it
+# writes.  WRITER_PID is its pid.
+writer_start() {
+	local mnt=$1 tag=$2 epoch=$3
+	${4:-} python3 -u "$HERE/records.py" write "$mnt/log" "$tag" "$epoch" "$T/ack.$tag" \
+		>"$T/writer.$tag" 2>&1 &
+	WRITER_PID=$!
+	PIDS+=("$WRITER_PID")
+	wait_until 10 grep -q writing "$T/writer.$tag" || fail "writer $tag: $(cat "$T/writer.$tag")"
+}
+
+# handover OLD_MNT NEW_MNT ROOT: once a successor on host B (on_b) is
+# granted, the old holder (writer "old") no longer says held, its writer
+# stopped and a write there is EROFS; the successor writes (writer "new");
+# records.py finds no old record after a newer one.  HANDOVER_EPOCH is the
+# successor's epoch, HANDOVER_OLD the old holder's state.
+handover() {
+	local m=$1 mb=$2 r=$3 out
+	HANDOVER_EPOCH=$(on_b "$LEASEFS" status "$mb" --json | json_get epoch)
+	HANDOVER_OLD=$(status_of "$m" state)
+	[ "$HANDOVER_OLD" != held ] || fail "the old holder still says held after its successor's grant"
+	grep -q stopped "$T/writer.old" ||
+		fail "the old holder's writer still writes after the successor's grant: $(cat "$T/writer.old")"
+	expect_erofs bash -c "echo late >> '$m/f'"
+	writer_start "$mb" new "$HANDOVER_EPOCH" on_b
+	wait_until 10 bash -c "[ \$(wc -l < '$T/ack.new') -gt 20 ]" || fail "the successor does not write"
+	kill "$WRITER_PID" 2>/dev/null || true
+	out=$(python3 "$HERE/records.py" check "$r/log" "$T/ack.old" "$T/ack.new") || true
+	echo "   $out"
+	case "$out" in *"after a newer one"*) fail "wipe: $out" ;; esac
+}
