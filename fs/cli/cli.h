@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The command line's units, shared among themselves (map: main.c). */
+/* The command line's units, shared among themselves (map: main.c).
+ * Calls go one way: main.c to the commands and usage.c, fstab.c to
+ * mount.c; nothing calls main.c, and usage.c no command. */
 #ifndef LEASEFS_CLI_H
 #define LEASEFS_CLI_H
 
@@ -22,15 +24,20 @@ int cmd_watch(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 int cmd_umount(int argc, char **argv);
 int cmd_lease(int argc, char **argv);       /* lease_cmd.c */
-int cmd_version(int argc, char **argv);     /* main.c */
+int cmd_hostd(int argc, char **argv);       /* hostd_cmd.c */
+int cmd_version(int argc, char **argv);     /* usage.c */
 int cmd_help(int argc, char **argv);
 
-/* main.c: `cmd`'s short usage to stderr; EXIT_USAGE. */
+/* usage.c: below every command (main.c dispatches). */
+/* `cmd`'s short usage to stderr; EXIT_USAGE. */
 int cli_usage(const char *cmd);
 /* "leasefs CMD: <message>" and CMD's short usage to stderr; EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-int cmd_hostd(int argc, char **argv);       /* hostd_cmd.c */
+/* `cmd --help` to stdout: EXIT_OK (EXIT_USAGE for no such command). */
+int cli_print_help(const char *cmd);
+/* Every command's synopsis. */
+void cli_print_all(FILE *f);
 
 /* options.c */
 /* `leasefs mount --help`'s options, from the parser's own table. */
