@@ -113,15 +113,6 @@ static void report(int *fd, int code)
 	*fd = -1;
 }
 
-void gating_lease(struct daemon *d, const char **name, uint64_t *epoch)
-{
-	bool root = coord_root_epoch(d->coord) != 0;
-
-	*name = root ? coord_root_lease_name(d->coord)
-		     : coord_session_lease_name(d->coord);
-	*epoch = root ? coord_root_epoch(d->coord) : coord_session_epoch(d->coord);
-}
-
 /* The leases are held: every message from now on names them. */
 static void log_leases(struct daemon *d)
 {
@@ -175,8 +166,9 @@ static bool refuse_born_lost(struct daemon *d)
 	return true;
 }
 
-/* The kernel's INIT is answered: the waiting parent may return. */
-void on_serving(void *ud)
+/* The kernel's INIT is answered (a FUSE worker): the waiting parent may
+ * return. */
+static void on_serving(void *ud)
 {
 	struct daemon *d = ud;
 
@@ -267,7 +259,7 @@ static int run_daemon(struct mount_opts *o, int report_fd)
 	if (r < 0)
 		goto fail;
 	log_leases(&d);
-	r = open_fs(&d, &err);
+	r = open_fs(&d, on_serving, &err);
 	if (r < 0)
 		goto fail;
 	r = start_services(&d, &err);

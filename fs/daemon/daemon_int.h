@@ -6,9 +6,13 @@
  *   leases.c   preflight refusals, the coordinator, the host lock on ROOT
  *   mount.c    the FUSE layers composed and mounted
  *   events.c   the event thread: signals, umount requests, loss
+ *   held.c     the gating lease and the root's host lock, asked or let go
  *   log.c      the log: stderr, the journal or syslog (log.h)
  *   notify.c   the service manager's notification socket (notify.h)
- * The CLI sees daemon.h; the control socket is control.h.
+ * The CLI sees daemon.h; the control socket is control.h.  Calls go one
+ * way: daemon.c to the others, leases.c to events.c, all of them to
+ * held.c and the leaves (log, notify, setup); a unit below is handed a
+ * callback rather than calling up.
  */
 #ifndef LEASEFS_DAEMON_INT_H
 #define LEASEFS_DAEMON_INT_H
@@ -93,10 +97,12 @@ struct daemon {
 };
 
 
-/* daemon.c: the kernel's INIT is answered (a FUSE worker). */
-void on_serving(void *ud);
+/* held.c */
 /* The lease that gates the mount (the root's, else the session's). */
 void gating_lease(struct daemon *d, const char **name, uint64_t *epoch);
+/* Fenced: the root's host lock goes (its next owner on this host may
+ * come). */
+void drop_hostlock(struct daemon *d);
 
 /* setup.c */
 /* Stdin, stdout and stderr onto /dev/null (a daemon that serves). */
@@ -110,8 +116,9 @@ int open_coord(struct daemon *d, struct lfs_err *err);
 /* mount.c */
 /* What the daemon keeps of RLIMIT_NOFILE for itself. */
 long fd_reserve(void);
-/* Passthrough, gate, FUSE session, mount, transport. */
-int open_fs(struct daemon *d, struct lfs_err *err);
+/* Passthrough, gate, FUSE session, mount, transport; `serving` is called
+ * with d (on a FUSE worker) once the kernel's INIT is answered. */
+int open_fs(struct daemon *d, void (*serving)(void *ud), struct lfs_err *err);
 
 /* events.c */
 /* SIGTERM, SIGINT, SIGHUP into d->signal_fd; SIGPIPE ignored. */
@@ -123,8 +130,5 @@ void daemon_on_umount(void *ud);
  * caller, and the event thread told. */
 void daemon_stopping(struct daemon *d, const char *why);
 void *event_thread(void *p);
-/* Fenced: the root's host lock goes (its next owner on this host may
- * come). */
-void drop_hostlock(struct daemon *d);
 
 #endif

@@ -99,14 +99,6 @@ static void loss_fenced(struct daemon *d)
 	notify_status("", "lost (%s) at epoch %" PRIu64 ": read-only; the loss is acknowledged", why, epoch);
 }
 
-/* Fenced: nothing of ours writes the root any more; let its next owner
- * (on this host) in. */
-void drop_hostlock(struct daemon *d)
-{
-	hostlock_free(d->root_lock);
-	d->root_lock = NULL;
-}
-
 /*
  * After loss: make the superblock read-only, so statfs says so everywhere.
  * The kernel answers EBUSY while a file is open for writing; retry, backing

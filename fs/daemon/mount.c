@@ -140,9 +140,7 @@ static struct lfs_config policy_for(const struct mount_opts *o,
 }
 
 
-/* Compose the layers (passthrough, gate in front) into a FUSE session and
- * mount it. */
-int open_fs(struct daemon *d, struct lfs_err *err)
+int open_fs(struct daemon *d, void (*serving)(void *ud), struct lfs_err *err)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct lfs_config cfg = policy_for(d->opts, coord_root(d->coord));
@@ -169,7 +167,7 @@ int open_fs(struct daemon *d, struct lfs_err *err)
 	d->sess = (struct lfs_session){ .fs = d->fs, .gate = d->gate,
 					.recheck = gate_recheck,
 					.kill_suidgid = transport_kill_suidgid,
-					.serving = on_serving, .serving_ud = d,
+					.serving = serving, .serving_ud = d,
 					.wire = &transport_wire_ops };
 	r = build_fuse_args(d->opts, d->opts->canon_root, &args);
 	if (r == 0) {
