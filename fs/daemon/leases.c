@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backoff.h"
 #include "daemon_int.h"
 
 /* The host lock on the served root, in the placement's mode; X carries our
@@ -245,21 +246,11 @@ static void undo_after_acquire(void *ud)
  * If so, says so (once) and pauses first. */
 static bool wait_again(struct daemon *d, int r, const char *why, int *pause_ms)
 {
-	int64_t until = lease_deadline_ms(*pause_ms);
-	struct timespec ts;
-
 	if ((r != -EBUSY && r != -EHOSTUNREACH && r != -ETIMEDOUT) ||
 	    d->opts->wait_s <= 0 || lease_deadline_passed(d->acquire_deadline))
 		return false;
 	say_waiting(d, why);
-	if (until > d->acquire_deadline)
-		until = d->acquire_deadline;
-	ts.tv_sec = until / 1000000000LL;
-	ts.tv_nsec = until % 1000000000LL;
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
-	*pause_ms = *pause_ms * 2 > WAIT_RETRY_MAX_MS ? WAIT_RETRY_MAX_MS
-						       : *pause_ms * 2;
+	ws_backoff(pause_ms, WAIT_RETRY_MAX_MS, d->acquire_deadline);
 	return true;
 }
 

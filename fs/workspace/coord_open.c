@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "backoff.h"
 #include "coord_int.h"
 #include "roots.h"
 
@@ -450,22 +451,6 @@ static bool worth_retrying(const struct lease_err *err, enum lease_loss why)
 	}
 }
 
-/* Sleep *ms, never past `deadline`, and back off for the next time. */
-static void pause_before_retry(int *ms, int64_t deadline)
-{
-	int64_t until = lease_deadline_ms(*ms);
-	struct timespec ts;
-
-	if (until > deadline)
-		until = deadline;
-	ts.tv_sec = until / 1000000000LL;
-	ts.tv_nsec = until % 1000000000LL;
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
-	       EINTR)
-		;
-	*ms = *ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : *ms * 2;
-}
-
 /*
  * Attempts until one succeeds, one fails for good, or the deadline
  * passes.  The first is a single try, so that the owner hears what it
@@ -490,7 +475,7 @@ static int take_leases(struct coord *c, const struct coord_config *cfg,
 		said = true;
 		/* Busy after the one try: the next attempt waits on events. */
 		if (err->kind != LEASE_E_HELD || deadline != 0)
-			pause_before_retry(&pause_ms, cfg->acquire_deadline);
+			ws_backoff(&pause_ms, RETRY_MAX_MS, cfg->acquire_deadline);
 		deadline = cfg->acquire_deadline;
 	}
 }

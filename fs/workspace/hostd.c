@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The host lock arbiter and its client (contract in hostd.h). */
+/* The host lock arbiter (contract in hostd.h; its client: hostd_client.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -26,8 +26,6 @@
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
 #endif
-/* SCM_RIGHTS carries at most 253 fds (SCM_MAX_FD). */
-#define MAX_FDS 250
 #define MAX_DEPTH (PATH_MAX / 2) /* directories in a path, "/" included */
 
 /* What the access check found, from its child: 0 or -errno, and the
@@ -37,225 +35,8 @@ struct verdict {
 	int n;
 	int ids[MAX_DEPTH];
 };
-#define MSG_MAX (2 * PATH_MAX + 512)
-#define CLIENT_TIMEOUT_S (HOSTD_REQUEST_TIMEOUT_S + 5)
 /* The arbiter's exit status for a worker that served "released". */
 #define WORKER_RELEASED 42
-
-/* ---- the client ---------------------------------------------------------- */
-
-static void set_timeouts(int fd, int seconds)
-{
-	struct timeval tv = { .tv_sec = seconds };
-
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
-/* Root as we see it: uid 0, or (in a user namespace that does not map
- * the host's root) the overflow uid. */
-static bool peer_is_root(uid_t uid)
-{
-	unsigned long overflow = 65534;
-	FILE *f = fopen("/proc/sys/kernel/overflowuid", "re");
-
-	if (f) {
-		if (fscanf(f, "%lu", &overflow) != 1)
-			overflow = 65534;
-		fclose(f);
-	}
-	return uid == 0 || (uid == (uid_t)overflow && geteuid() != uid);
-}
-
-/* A connection to the arbiter, served by root: the fd or -errno. */
-static int hostd_connect(int timeout_s)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct ucred cr;
-	socklen_t len = sizeof(cr);
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), r;
-
-	if (fd < 0)
-		return -errno;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", RUNDIR_HOSTD);
-	set_timeouts(fd, timeout_s);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
-	    !peer_is_root(cr.uid)) {
-		close(fd);
-		return -EPERM;
-	}
-	return fd;
-}
-
-static int no_arbiter(const struct hostlock_spec *spec, int r, struct lease_err *err)
-{
-	return lease_err_set(err, LEASE_E_IO, -ENOLCK, spec->path,
-			     "cannot take the host lock on %s: no host lock "
-			     "arbiter answers on %s (%s); a mount by anyone but "
-			     "root of the host (a user, or root in a user "
-			     "namespace) takes its host locks from `leasefs "
-			     "hostd`, which root runs (systemctl enable --now "
-			     "leasefs-hostd.socket)", spec->path, RUNDIR_HOSTD,
-			     r == -EPERM ? "the socket there is not root's"
-					 : strerror(-r));
-}
-
-/* The locks passed to us: `fds` (the last is the record) into h. */
-static int adopt(struct hostlock *h, const int *fds, size_t n)
-{
-	h->locks = calloc(n, sizeof(*h->locks));
-	if (!h->locks)
-		return -ENOMEM;
-	for (size_t i = 0; i + 1 < n; i++)
-		h->locks[h->n++] = (struct held){ .fd = fds[i], .byte = -1 };
-	h->rec_fd = fds[n - 1];
-	return 0;
-}
-
-/* The reply's text and fds; *nfds of them. */
-static int recv_reply(int fd, char *text, size_t textsz, int *fds, size_t *nfds)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * 253)];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = { .iov_base = text, .iov_len = textsz - 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) };
-	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-
-	*nfds = 0;
-	if (n <= 0)
-		return n < 0 ? -errno : -ECONNRESET;
-	text[n] = '\0';
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		size_t k;
-
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k && *nfds < MAX_FDS + 3; i++)
-			memcpy(&fds[(*nfds)++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-	}
-	return (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? -EPROTO : 0;
-}
-
-static void close_all(const int *fds, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		close(fds[i]);
-}
-
-/* What the arbiter answered, into h or err. */
-static int take_reply(const struct hostlock_spec *spec, char *text,
-		      const int *fds, size_t nfds, struct hostlock *h,
-		      struct lease_err *err)
-{
-	char *msg = strchr(text, '\t');
-	char *rest = msg ? strchr(msg + 1, '\t') : NULL;
-	unsigned long long num = msg ? strtoull(msg + 1, NULL, 10) : 0;
-
-	if (strncmp(text, "ok\t", 3) == 0 && rest && nfds == num && nfds > 0) {
-		rundir_set_host_uid((uid_t)strtoul(rest + 1, NULL, 10));
-		return adopt(h, fds, nfds);
-	}
-	close_all(fds, nfds);
-	if (strncmp(text, "busy\t", 5) == 0 && rest) {
-		int r = lease_err_set(err, LEASE_E_HELD, 0, spec->path, "%s", rest + 1);
-
-		if (err)
-			err->holder_epoch = num;
-		return r;
-	}
-	if (strncmp(text, "error\t", 6) == 0 && rest)
-		return lease_err_set(err, LEASE_E_IO, num ? -(int)num : -EIO,
-				     spec->path, "%s", rest + 1);
-	return lease_err_set(err, LEASE_E_IO, -EPROTO, spec->path, "cannot take "
-			     "the host lock on %s: the arbiter on %s answered "
-			     "what no arbiter says", spec->path, RUNDIR_HOSTD);
-}
-
-static int take_once(const struct hostlock_spec *spec, struct hostlock *h,
-		     struct lease_err *err)
-{
-	char text[MSG_MAX];
-	int fds[MAX_FDS + 3];
-	size_t nfds = 0;
-	int fd = hostd_connect(CLIENT_TIMEOUT_S), r;
-
-	if (fd < 0)
-		return no_arbiter(spec, fd, err);
-	r = snprintf(text, sizeof(text), "take\t%d\t%" PRIu64 "\t%s\t%s\t%s",
-		     (int)spec->mode, spec->epoch, spec->what,
-		     spec->mountpoint ? spec->mountpoint : "-", spec->path);
-	if (r >= (int)sizeof(text) || strpbrk(spec->path, "\t\n") ||
-	    (spec->mountpoint && strpbrk(spec->mountpoint, "\t\n"))) {
-		close(fd);
-		return lease_err_set(err, LEASE_E_USAGE, -EINVAL, spec->path,
-				     "cannot take the host lock on %s: a tab or "
-				     "newline in a path, or a path too long",
-				     spec->path);
-	}
-	r = send(fd, text, strlen(text), MSG_NOSIGNAL) < 0 ? -errno : 0;
-	if (r == 0)
-		r = recv_reply(fd, text, sizeof(text), fds, &nfds);
-	close(fd);
-	if (r < 0) {
-		close_all(fds, nfds);
-		return no_arbiter(spec, r, err);
-	}
-	return take_reply(spec, text, fds, nfds, h, err);
-}
-
-/* Pause before asking again, backing off from 100 ms to 1 s, never past
- * the deadline. */
-static void pause_until(int64_t deadline, int *pause_ms)
-{
-	int64_t until = lease_deadline_ms(*pause_ms);
-	struct timespec ts;
-
-	if (until > deadline)
-		until = deadline;
-	ts.tv_sec = until / 1000000000LL;
-	ts.tv_nsec = until % 1000000000LL;
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
-	*pause_ms = *pause_ms * 2 > 1000 ? 1000 : *pause_ms * 2;
-}
-
-/* How long a caller waits out an arbiter busy with its uid's other
- * requests (HOSTD_PER_UID), whatever its --wait. */
-#define ARBITER_BUSY_WAIT_MS 15000
-
-int hostd_take(const struct hostlock_spec *spec, int64_t deadline,
-	       struct hostlock *h, struct lease_err *err)
-{
-	int64_t busy_until = lease_deadline_ms(ARBITER_BUSY_WAIT_MS);
-	int pause_ms = 100, r;
-
-	if (busy_until < deadline)
-		busy_until = deadline;
-	while (((r = take_once(spec, h, err)) == -EBUSY &&
-		!lease_deadline_passed(deadline)) ||
-	       (r == -EAGAIN && !lease_deadline_passed(busy_until)))
-		pause_until(r == -EBUSY ? deadline : busy_until, &pause_ms);
-	return r;
-}
-
-void hostd_released(void)
-{
-	int fd = hostd_connect(1);
-
-	if (fd < 0)
-		return;
-	(void)send(fd, "released", 8, MSG_NOSIGNAL | MSG_DONTWAIT);
-	close(fd);
-}
 
 /* ---- the arbiter: one request ------------------------------------------- */
 
@@ -272,10 +53,10 @@ static void say(int fd, const int *fds, size_t nfds, const char *fmt, ...)
 static void say(int fd, const int *fds, size_t nfds, const char *fmt, ...)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+		char buf[CMSG_SPACE(sizeof(int) * HOSTD_MAX_FDS)];
 		struct cmsghdr align;
 	} ctl;
-	char text[MSG_MAX];
+	char text[HOSTD_MSG_MAX];
 	struct iovec iov = { .iov_base = text };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	va_list ap;
@@ -509,7 +290,7 @@ static void serve_take(const struct caller *c, char *line)
 				    .mountinfo = mountinfo };
 	struct hostlock *h;
 	static struct verdict v; /* a worker serves one request */
-	int fds[MAX_FDS + 1];
+	int fds[HOSTD_MAX_FDS + 1];
 	size_t n;
 	int r = parse_take(line, &spec);
 
@@ -540,11 +321,11 @@ static void serve_take(const struct caller *c, char *line)
 	      : lease_err_set(&err, LEASE_E_IO, -ENOMEM, spec.path, "out of memory");
 	if (r == 0 && !caller_alive(c))
 		r = lease_err_set(&err, LEASE_E_IO, -ESRCH, spec.path, "gone");
-	n = r == 0 ? hostlock_fds(h, fds, MAX_FDS + 1) : 0;
-	if (r == 0 && n > MAX_FDS)
+	n = r == 0 ? hostlock_fds(h, fds, HOSTD_MAX_FDS + 1) : 0;
+	if (r == 0 && n > HOSTD_MAX_FDS)
 		r = lease_err_set(&err, LEASE_E_IO, -E2BIG, spec.path, "cannot "
 				  "take the host lock on %s: more than %d locks",
-				  spec.path, MAX_FDS - 1);
+				  spec.path, HOSTD_MAX_FDS - 1);
 	if (r == 0)
 		say(c->conn, fds, n, "ok\t%zu\t%u", n, (unsigned)c->cr.uid);
 	else if (err.kind == LEASE_E_HELD)
@@ -562,12 +343,12 @@ static void serve_take(const struct caller *c, char *line)
 /* A worker: one connection's request.  Exits. */
 static void worker(struct caller *c)
 {
-	char line[MSG_MAX];
+	char line[HOSTD_MSG_MAX];
 	ssize_t n;
 
 	signal(SIGALRM, SIG_DFL);
 	alarm(HOSTD_REQUEST_TIMEOUT_S);
-	set_timeouts(c->conn, 2);
+	hostd_set_timeouts(c->conn, 2);
 	n = recv(c->conn, line, sizeof(line) - 1, 0);
 	if (n <= 0)
 		_exit(1);

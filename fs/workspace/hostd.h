@@ -30,10 +30,15 @@
 #ifndef LEASEFS_HOSTD_H
 #define LEASEFS_HOSTD_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 #define HOSTD_PER_UID 8
+/* A message's text at most; fds with one (SCM_RIGHTS carries at most
+ * 253, SCM_MAX_FD). */
+#define HOSTD_MSG_MAX (2 * PATH_MAX + 512)
+#define HOSTD_MAX_FDS 250
 #define HOSTD_WORKERS 64
 #define HOSTD_REQUEST_TIMEOUT_S 10
 /* A sweep at least this often while it runs (what killed daemons left). */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internals of the host locks shared by hostlock.c (the locks themselves,
- * taken by real root) and hostd.c (the arbiter that takes them for
- * everyone else, and its client).
+ * taken by real root), hostd.c (the arbiter that takes them for everyone
+ * else) and hostd_client.c (asking it).  Calls go one way: hostd.c to
+ * hostlock.c and hostd_client.c, hostlock.c to hostd_client.c.
  */
 #ifndef LEASEFS_HOSTLOCK_INT_H
 #define LEASEFS_HOSTLOCK_INT_H
@@ -52,11 +53,16 @@ size_t hostlock_fds(const struct hostlock *h, int *fds, size_t max);
 /* h without closing or removing anything it holds (handed on). */
 void hostlock_forget(struct hostlock *h);
 
-/* hostd.c: the same, asked of the arbiter (anyone but real root). */
+/* hostd_client.c: the same, asked of the arbiter (anyone but real root). */
 int hostd_take(const struct hostlock_spec *spec, int64_t deadline,
 	       struct hostlock *h, struct lease_err *err);
 /* Tell the arbiter that we let go (it collects what is left); never
  * waits. */
 void hostd_released(void);
+/* A connection to the arbiter, served by root (its send and receive
+ * timeouts timeout_s): the fd or -errno (-EPERM: not root's socket). */
+int hostd_connect(int timeout_s);
+/* Send and receive timeouts on a socket, in seconds. */
+void hostd_set_timeouts(int fd, int seconds);
 
 #endif
