@@ -170,13 +170,14 @@ static int child_wait(pid_t pid, int ms, int *status)
 }
 
 /* One user's store listed in a child that is that user (root keeps its
- * own identity for the next). */
-static void list_user_store(const struct passwd *pw, const char *uri)
+ * own identity for the next).  0, or -1 if it could not be listed whole
+ * (said on stderr). */
+static int list_user_store(const struct passwd *pw, const char *uri)
 {
 	struct lease_store *st = NULL;
 	struct lease_err le = { 0 };
 	pid_t pid = fork();
-	int status;
+	int status = 0;
 
 	if (pid == 0) {
 		int r;
@@ -195,24 +196,36 @@ static void list_user_store(const struct passwd *pw, const char *uri)
 		fflush(stdout);
 		_exit(r < 0);
 	}
-	if (pid > 0 && child_wait(pid, USER_STORE_TIMEOUT_S * 1000, &status) < 0)
+	if (pid < 0) {
+		fprintf(stderr, "leasefs: lease list: user %s's store %s: %s\n",
+			pw->pw_name, uri, strerror(errno));
+		return -1;
+	}
+	if (child_wait(pid, USER_STORE_TIMEOUT_S * 1000, &status) < 0) {
 		fprintf(stderr, "leasefs: lease list: user %s's store %s did not "
 			"answer within %d s; skipped\n", pw->pw_name, uri,
 			USER_STORE_TIMEOUT_S);
+		return -1;
+	}
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
-/* Root's `lease list` of the host's store: every user's store too. */
-static void list_user_stores(void)
+/* Root's `lease list` of the host's store: every user's store too, each
+ * one whatever the others did.  How many could not be listed. */
+static int list_user_stores(void)
 {
 	char uri[PATH_MAX + 64];
 	struct passwd *pw;
+	int failed = 0;
 
 	fflush(stdout);
 	setpwent();
 	while ((pw = getpwent()) != NULL)
-		if (user_store(pw, uri, sizeof(uri)))
-			list_user_store(pw, uri);
+		if (user_store(pw, uri, sizeof(uri)) &&
+		    list_user_store(pw, uri) < 0)
+			failed++;
 	endpwent();
+	return failed;
 }
 
 /* What `lease show|revoke` was told, and what that names. */
@@ -370,7 +383,7 @@ int cmd_lease(int argc, char **argv)
 	struct lease_target t = { .uri = default_leases(),
 				  .uri_given = getenv("LEASEFS_LEASES") != NULL };
 	double timeout_s = REVOKE_TIMEOUT_S;
-	int r, code = parse_lease_args(argc, argv, &verb, &target, &timeout_s, &t);
+	int r, unlisted = 0, code = parse_lease_args(argc, argv, &verb, &target, &timeout_s, &t);
 
 	if (code == 0 && target)
 		code = resolve_target(verb, target, &t);
@@ -391,11 +404,15 @@ int cmd_lease(int argc, char **argv)
 		printf("store: %s\n", t.uri);
 	if (r == 0)
 		r = lease_op(st, t.uri, verb, t.name, timeout_s, &le);
+	/* A user's store that could not be listed fails the list, once the
+	 * others are. */
 	if (r == 0 && host_list)
-		list_user_stores();
+		unlisted = list_user_stores();
 	if (lfs_err_from_lease(&err, r, &le) < 0)
 		fprintf(stderr, "leasefs lease %s: %s%sstore %s: %s\n", verb,
 			t.name, t.name[0] ? " in " : "", t.uri, err.msg);
 	lease_store_close(st);
-	return r > 0 ? EXIT_UNFENCED : lfs_exit_code(r, &err);
+	if (r > 0)
+		return EXIT_UNFENCED;
+	return r == 0 && unlisted ? EXIT_FAIL : lfs_exit_code(r, &err);
 }

@@ -7,10 +7,12 @@
 # store.  (A user, created here, owns the stores; removed at exit.)
 . "$(dirname "$0")/lib.sh"
 
-UA=lfs-hostile-a
-userdel "$UA" >/dev/null 2>&1 || true
-useradd --system --no-create-home --home-dir "$T/home-a" --shell /usr/sbin/nologin "$UA"
-at_exit "userdel $UA"
+UA=lfs-hostile-a UB=lfs-hostile-b
+for u in "$UA" "$UB"; do
+	userdel "$u" >/dev/null 2>&1 || true
+	useradd --system --no-create-home --home-dir "$T/home-${u##*-}" --shell /usr/sbin/nologin "$u"
+	at_exit "userdel $u"
+done
 as() { local u=$1; shift; setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups "$@"; }
 hex() { printf '%s' "$1" | sha256sum | cut -c1-64; }
 chmod 755 "$T"
@@ -80,14 +82,20 @@ ok "a symlink in a lock file's path (fsstore, file store): mount refused, nothin
 
 # 4. The user's default store, read by root's `leasefs lease list`: FIFOs
 #    as a name's lock file beside its record and as a marker of a grant
-#    within it.
-U=$T/home-a/.local/state/leasefs/leases
-mkdir -p "$T/home-a"; chown "$UA:" "$T/home-a"
-as "$UA" mkdir -p "$U"
-python3 -c '
+#    within it.  Another user's store, sound, is listed all the same, and
+#    the list fails (exit 1) for the one it could not read.
+record() { # NAME: a record of NAME held by pid 1 (no lock: the file store says free)
+	python3 -c '
 import hashlib, sys
 b = "leasefs-lease-record v1\nname %s\nepoch 1\nstate held\npid 1\nholder x\n" % sys.argv[1]
-sys.stdout.write(b + "sha256 %s\n" % hashlib.sha256(b.encode()).hexdigest())' "$N" | as "$UA" tee "$U/$N.rec" >/dev/null
+sys.stdout.write(b + "sha256 %s\n" % hashlib.sha256(b.encode()).hexdigest())' "$1"
+}
+U=$T/home-a/.local/state/leasefs/leases UBS=$T/home-b/.local/state/leasefs/leases
+mkdir -p "$T/home-a" "$T/home-b"; chown "$UA:" "$T/home-a"; chown "$UB:" "$T/home-b"
+as "$UA" mkdir -p "$U"
+as "$UB" mkdir -p "$UBS"
+record "$N" | as "$UA" tee "$U/$N.rec" >/dev/null
+record sound | as "$UB" tee "$UBS/sound.rec" >/dev/null
 as "$UA" mkdir "$U/$N.in"
 as "$UA" mkfifo "$U/$N.lock" "$U/$N.in/marker"
 t0=$SECONDS rc=0
@@ -96,4 +104,6 @@ out=$(unset LEASEFS_LEASES; timeout 40 "$LEASEFS" lease list 2>&1) || rc=$?
 [ $((SECONDS - t0)) -le 20 ] || fail "root's lease list took $((SECONDS - t0)) s"
 echo "   exit $rc in $((SECONDS - t0)) s: $(grep "$UA" <<<"$out" | head -2)"
 case "$out" in *"$U/$N.lock: not a regular file"*) ;; *) fail "root's lease list does not name $U/$N.lock: $out" ;; esac
-ok "root's lease list returns within its bound over a user's store with a FIFO lock file, naming it"
+grep -q " sound .*(user $UB)$" <<<"$out" || fail "root's lease list skipped $UB's sound store: $out"
+[ $rc -eq 1 ] || fail "root's lease list exit $rc with $UA's store unread: $out"
+ok "root's lease list returns within its bound over a user's store with a FIFO lock file, naming it; lists the other users' stores; exit 1"
