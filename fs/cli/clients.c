@@ -64,12 +64,16 @@ static void print_status_table(const char *json)
 /*
  * Why `cmd` got no answer for `arg` (r: the control socket's error): not
  * allowed, a stale mount (its daemon gone: the kernel answers ENOTCONN, or
- * a leasefs mount is there but nothing listens on its socket), a path that
- * does not exist, or no leasefs mount.
+ * a leasefs mount is there and its socket is, but nothing listens), a
+ * live leasefs mount whose socket is not found from here (its daemon
+ * serves it under another path: a bind mount, another mount namespace),
+ * a path that does not exist, or no leasefs mount.
  */
 static int no_daemon(const char *cmd, const char *arg, int r)
 {
 	char mnt[PATH_MAX], seen[PATH_MAX];
+	bool leasefs = (r == -ECONNREFUSED || r == -ENOENT) && realpath(arg, mnt) &&
+		       ws_leasefs_mount(NULL, mnt, seen, sizeof(seen)) == 0;
 	struct stat st;
 
 	if (r == -EACCES) {
@@ -77,12 +81,18 @@ static int no_daemon(const char *cmd, const char *arg, int r)
 			"the mount's owner may watch or control it)\n", cmd, arg);
 		return EXIT_DENIED;
 	}
-	if (is_stale_mount(arg) ||
-	    ((r == -ECONNREFUSED || r == -ENOENT) && realpath(arg, mnt) &&
-	     ws_leasefs_mount(NULL, mnt, seen, sizeof(seen)) == 0)) {
+	if (is_stale_mount(arg) || (leasefs && r == -ECONNREFUSED)) {
 		fprintf(stderr, "leasefs %s: %s is a stale leasefs mount: its "
 			"daemon is gone; clear it with 'umount -l %s' (root) or "
 			"'fusermount3 -uz %s' (its user)\n", cmd, arg, arg, arg);
+		return EXIT_FAIL;
+	}
+	if (leasefs) {
+		fprintf(stderr, "leasefs %s: %s is a leasefs mount whose daemon "
+			"does not answer here: it serves the mount under another "
+			"path (this is a bind mount of it, or a copy in another "
+			"mount namespace) or is still starting; name the mount "
+			"point it was mounted on\n", cmd, arg);
 		return EXIT_FAIL;
 	}
 	if (stat(arg, &st) < 0 && errno == ENOENT) {

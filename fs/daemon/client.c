@@ -115,14 +115,15 @@ static int mount_user_id(const char *mountpoint, uid_t *out)
 	return r;
 }
 
-/* A connection to the socket of `uid`'s daemon for mountpoint, served by
- * that uid (a socket someone else bound under the name is refused). */
-static int connect_as(const char *mountpoint, uid_t uid)
+/* A connection to the socket named for host uid `named`, served by `uid`
+ * as our user namespace sees it (a socket someone else bound under the
+ * name is refused). */
+static int connect_as(const char *mountpoint, uid_t named, uid_t uid)
 {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
-	int fd, r = control_path(mountpoint, uid, path, sizeof(path));
+	int fd, r = control_path(mountpoint, named, path, sizeof(path));
 
 	if (r < 0)
 		return r;
@@ -136,17 +137,45 @@ static int connect_as(const char *mountpoint, uid_t uid)
 	return fd;
 }
 
-/* The mount's daemon: the uid that mounted it, else (no mount there, or
- * a daemon still starting) ours, then root's. */
+/* `uid`'s daemon, uid as the host sees it (outward: as we see it). */
+static int connect_uid(const char *mountpoint, uid_t uid, bool outward)
+{
+	uid_t other;
+	int r = rundir_uid_map(uid, outward, &other);
+
+	if (r < 0)
+		return r;
+	return outward ? connect_as(mountpoint, other, uid)
+		       : connect_as(mountpoint, uid, other);
+}
+
+static bool not_found(int fd)
+{
+	return fd == -ENOENT || fd == -ECONNREFUSED;
+}
+
+/*
+ * The mount's daemon: the uid that mounted it, else (no mount there, or
+ * a daemon still starting) ours, then root's.  The kernel shows the
+ * mount's uid as the user namespace the mount was made in sees it: the
+ * host's, or (made in ours) ours; both are asked, the socket's peer
+ * checked either way.
+ */
 static int connect_ctl(const char *mountpoint)
 {
 	uid_t who;
 	int fd;
 
-	if (mount_user_id(mountpoint, &who) == 0)
-		return connect_as(mountpoint, who);
-	fd = geteuid() != 0 ? connect_as(mountpoint, geteuid()) : -ENOENT;
-	return fd == -ENOENT || fd == -ECONNREFUSED ? connect_as(mountpoint, 0) : fd;
+	if (mount_user_id(mountpoint, &who) == 0) {
+		uid_t out;
+
+		fd = connect_uid(mountpoint, who, false);
+		if (not_found(fd) && rundir_uid_map(who, true, &out) == 0 && out != who)
+			fd = connect_as(mountpoint, out, who);
+		return fd;
+	}
+	fd = geteuid() != 0 ? connect_uid(mountpoint, geteuid(), true) : -ENOENT;
+	return not_found(fd) ? connect_uid(mountpoint, 0, true) : fd;
 }
 
 /* Room for `more` bytes after `len` (and a NUL): 0 or -ENOMEM/-EMSGSIZE. */

@@ -87,6 +87,27 @@ void rundir_set_host_uid(uid_t uid)
 	host_uid = uid;
 }
 
+int rundir_uid_map(uid_t uid, bool outward, uid_t *out)
+{
+	FILE *f = fopen("/proc/self/uid_map", "re");
+	unsigned long inside, outside, count;
+	int r = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (r < 0 && fscanf(f, "%lu %lu %lu", &inside, &outside, &count) == 3) {
+		unsigned long from = outward ? inside : outside;
+		unsigned long to = outward ? outside : inside;
+
+		if (uid >= from && uid - from < count) {
+			*out = (uid_t)(to + (uid - from));
+			r = 0;
+		}
+	}
+	fclose(f);
+	return r;
+}
+
 /* ---- the layout ---------------------------------------------------------- */
 
 static const struct part {

@@ -45,6 +45,11 @@ bool rundir_real_root(void);
  * our euid. */
 uid_t rundir_host_uid(void);
 void rundir_set_host_uid(uid_t uid);
+/* `uid` through our user namespace's uid_map: outward, as our namespace
+ * sees it to as the one above does (the host, for a namespace made from
+ * the initial one: a rootless container); else the other way.  The
+ * identity in the initial namespace.  0, or -ENOENT if unmapped. */
+int rundir_uid_map(uid_t uid, bool outward, uid_t *out);
 
 /* Make sure the layout above exists (real root: create or repair it;
  * anyone else: check it).  0, or -errno with `msg` saying what is wrong. */

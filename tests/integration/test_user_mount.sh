@@ -197,7 +197,16 @@ if [ -n "$ctr" ]; then
 fi
 
 # --- the user unmounts ---------------------------------------------------
-as "$UA" "$LEASEFS" umount "$HA/mnt" || fail "the user's umount"
+# From its own user namespace where it has one (its root is the user):
+# the mount's uid reads as 0 there, its daemon's socket is the user's.
+if [ -n "$ctr" ]; then
+	out=$(as "$UA" unshare --user --map-root-user "$LEASEFS" status "$HA/mnt" 2>&1) ||
+		fail "the user's status from its user namespace: $out"
+	as "$UA" unshare --user --map-root-user "$LEASEFS" umount "$HA/mnt" ||
+		fail "the user's umount from its user namespace"
+else
+	as "$UA" "$LEASEFS" umount "$HA/mnt" || fail "the user's umount"
+fi
 findmnt -rn "$HA/mnt" >/dev/null && fail "still mounted"
 as "$UA" "$LEASEFS" mount "$HA/ws" "$HA/mnt" || fail "the user's mount after its umount"
 [ "$(status_of "$HA/mnt" epoch)" -gt 1 ] || fail "the epoch did not grow"
@@ -211,5 +220,5 @@ kill -9 "$pid"
 wait_pid_gone "$pid" 10 || fail "the daemon outlived SIGKILL"
 as "$UA" "$LEASEFS" umount "$HA/mnt" || fail "the user's umount of its crashed daemon's mount"
 findmnt -rn "$HA/mnt" >/dev/null && fail "the stale mount stayed"
-ok "the user unmounts, mounts again at a higher epoch, root revokes it as the store's owner, the user detaches its crashed daemon's mount"
+ok "the user unmounts${ctr:+ (status and umount from its user namespace)}, mounts again at a higher epoch, root revokes it as the store's owner, the user detaches its crashed daemon's mount"
 echo PASS
