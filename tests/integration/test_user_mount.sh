@@ -100,18 +100,24 @@ ok "busy (75) both ways between a user's and root's mounts, and for the user's s
 ctr=
 if as "$UA" unshare --user --map-root-user true 2>/dev/null; then
 	cat >"$T/ctr.sh" <<'SH'
-# In the container: bind the mount, write; on "go", write again and read.
+# In the container: bind the mount, write, ask its daemon through the
+# bind (not found from there: said so, not called stale); on "go", write
+# again and read.
 mount --bind "$1" "$2" || exit 1
 echo x > "$2/from-ctr" && echo written
+out=$("$3" status "$2" 2>&1)
+case $out in *"does not answer here"*) echo bind-said ;; *) echo "bind: ${out%%$'\n'*}" ;; esac
 read -r go
 if out=$( { echo y >> "$2/from-ctr"; } 2>&1 ); then echo wrote-after-loss
 else case $out in *Read-only*) echo erofs ;; *) echo "other: $out" ;; esac; fi
 cat "$2/keep"
 SH
-	coproc C { as "$UA" unshare --user --map-root-user --mount bash "$T/ctr.sh" "$HA/mnt" "$HA/ctr" 2>&1; }
+	coproc C { as "$UA" unshare --user --map-root-user --mount bash "$T/ctr.sh" "$HA/mnt" "$HA/ctr" "$LEASEFS" 2>&1; }
 	exec {cin}>&"${C[1]}" {cout}<&"${C[0]}"
 	read -r -t 10 line <&$cout || fail "the container said nothing"
 	[ "$line" = written ] || fail "the container cannot write the bind mount: $line"
+	read -r -t 10 line <&$cout || fail "the container said nothing of its status"
+	[ "$line" = bind-said ] || fail "status through the container's bind: $line"
 	ctr=1
 else
 	echo "SKIP: rootless container (unshare --user refused: user namespaces off)"
@@ -193,7 +199,7 @@ if [ -n "$ctr" ]; then
 	[ "$line" = erofs ] || fail "the container after loss: $line"
 	read -r -t 10 line <&$cout || fail "the container could not read after loss"
 	[ "$line" = keep ] || fail "the container's read after loss: $line"
-	ok "a rootless container (unshare --user --map-root-user) of the user: writes, then EROFS on loss, reads work"
+	ok "a rootless container (unshare --user --map-root-user) of the user: writes, status through its bind says the daemon does not answer there (not stale), EROFS on loss, reads work"
 fi
 
 # --- the user unmounts ---------------------------------------------------
