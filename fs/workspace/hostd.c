@@ -26,14 +26,13 @@
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
 #endif
-#define MAX_DEPTH (PATH_MAX / 2) /* directories in a path, "/" included */
 
 /* What the access check found, from its child: 0 or -errno, and the
- * mount each directory of the path resolved on (hostlock_spec.mnt_ids). */
+ * mount each directory of the path resolved on (hostlock_resolve()). */
 struct verdict {
 	int r;
 	int n;
-	int ids[MAX_DEPTH];
+	int ids[HOSTLOCK_MAX_DEPTH];
 };
 /* The arbiter's exit status for a worker that served "released". */
 #define WORKER_RELEASED 42
@@ -107,58 +106,13 @@ static int caller_groups(pid_t pid, gid_t *groups, int max)
 	return n;
 }
 
-/* The mount each directory of `path` resolves on from rootfd, no symlink
- * followed: path's own first, then each parent's up to "/"; a directory
- * not made yet lies on its nearest existing ancestor's.  The locks are
- * planned from these, so what is locked is what was resolved, whatever
- * the caller mounts over or under the path.  The count or -errno. */
-static int resolved_mounts(int rootfd, const char *path, int *ids)
-{
-	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
-					   RESOLVE_NO_MAGICLINKS };
-	char at[PATH_MAX];
-	int n = 0;
-
-	snprintf(at, sizeof(at), "%s", path);
-	do {
-		if (++n > MAX_DEPTH)
-			return -ENAMETOOLONG;
-	} while (ws_path_parent(at));
-	for (int i = n - 1; i >= 0; i--) {
-		struct statx stx;
-		int fd, r;
-
-		snprintf(at, sizeof(at), "%s", path);
-		for (int k = 0; k < i; k++)
-			ws_path_parent(at);
-		fd = (int)syscall(SYS_openat2, rootfd, at[1] ? at + 1 : ".",
-				  &how, sizeof(how));
-		if (fd < 0 && errno == ENOENT && i < n - 1) {
-			ids[i] = ids[i + 1];
-			continue;
-		}
-		if (fd < 0)
-			return -errno;
-		r = statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx);
-		close(fd);
-		if (r < 0)
-			return -errno;
-		if (!(stx.stx_mask & STATX_MNT_ID))
-			return -ENOSYS;
-		ids[i] = (int)stx.stx_mnt_id;
-	}
-	return n;
-}
-
 /* As the caller (its ids and groups): that `path`, resolved from its root
  * without a symlink, is a directory it may read, write and search, and
  * that it owns it if it is sticky.  A directory not made yet (a session's,
  * the metrics or a file store's) is asked of its nearest existing
  * ancestor: that the caller may write and search it, where it will make
  * it.  0 or -errno.  Run in a child of its own (it changes credentials). */
-static int may_lock_as(const struct caller *c, int rootfd, const char *path,
-		       struct verdict *v)
+static int may_write_as(const struct caller *c, int rootfd, const char *path)
 {
 	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
 				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
@@ -190,7 +144,20 @@ static int may_lock_as(const struct caller *c, int rootfd, const char *path,
 		return -errno;
 	if (exact && (st.st_mode & S_ISVTX) && st.st_uid != c->cr.uid)
 		return -EACCES;
-	v->n = resolved_mounts(rootfd, path, v->ids);
+	return 0;
+}
+
+/* The verdict on `path` for the caller: the access check (uid 0 may lock
+ * what it names, as real root does), then the mounts its directories
+ * resolved on from the caller's root, in the caller's credentials. */
+static int verdict_as(const struct caller *c, int rootfd, const char *path,
+		      struct verdict *v)
+{
+	int r = c->cr.uid ? may_write_as(c, rootfd, path) : 0;
+
+	if (r < 0)
+		return r;
+	v->n = hostlock_resolve(rootfd, path, v->ids);
 	return v->n < 0 ? v->n : 0;
 }
 
@@ -215,7 +182,7 @@ static bool read_verdict(int fd, struct verdict *v, int deadline_ms)
 	return true;
 }
 
-/* may_lock_as() in a child, waited for at most 5 s (a path on a
+/* verdict_as() in a child, waited for at most 5 s (a path on a
  * filesystem that does not answer is refused, not waited on). */
 static int may_lock(const struct caller *c, const char *path, struct verdict *v)
 {
@@ -233,7 +200,7 @@ static int may_lock(const struct caller *c, const char *path, struct verdict *v)
 	}
 	pid = fork();
 	if (pid == 0) {
-		v->r = may_lock_as(c, rootfd, path, v);
+		v->r = verdict_as(c, rootfd, path, v);
 		(void)!write(p[1], v, sizeof(*v));
 		_exit(0);
 	}
@@ -298,17 +265,15 @@ static void serve_take(const struct caller *c, char *line)
 		say(c->conn, NULL, 0, "error\t%d\ta request no leasefs daemon makes", EINVAL);
 		return;
 	}
-	if (c->cr.uid != 0 && (r = may_lock(c, spec.path, &v)) < 0) {
+	if ((r = may_lock(c, spec.path, &v)) < 0) {
 		say(c->conn, NULL, 0, "error\t%d\tcannot take the host lock on "
 		    "%s: %s (uid %u may lock only a directory it may read, "
 		    "write and search, and owns if it is sticky)", -r, spec.path,
 		    strerror(-r), (unsigned)c->cr.uid);
 		return;
 	}
-	if (c->cr.uid != 0) {
-		spec.mnt_ids = v.ids;
-		spec.n_mnt_ids = (size_t)v.n;
-	}
+	who.mnt_ids = v.ids;
+	who.n_mnt_ids = (size_t)v.n;
 	r = c->cr.uid ? rundir_ctl_dir(c->cr.uid) : 0;
 	if (r < 0) {
 		say(c->conn, NULL, 0, "error\t%d\tcannot make %s/%u: %s", -r,

@@ -9,7 +9,8 @@
  *   - checks, with the caller's credentials and in the caller's mount
  *     namespace, that the caller may write the directory it asks to lock
  *     (and owns it if it is sticky): nobody locks what it could not mount;
- *   - plans the locks from the caller's /proc/PID/mountinfo, writes the
+ *   - plans the locks from the mounts that walk resolved on (their lines
+ *     of the caller's /proc/PID/mountinfo), writes the
  *     caller's holder record, takes the locks in the root-only run
  *     directory, and passes the read-locked, read-only fds back
  *     (SCM_RIGHTS): the locks live exactly as long as the caller keeps

@@ -37,8 +37,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <linux/openat2.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "hostlock_int.h"
@@ -61,29 +63,26 @@ static const unsigned conflicts[NBYTES] = {
 
 /* ---- identities ------------------------------------------------------ */
 
-/* A directory whose identity is wanted, and the topmost mount found so
- * far whose mount point contains it. */
+/* A directory whose identity is wanted, the mount it resolved on, and
+ * that mount's line once found. */
 struct want {
 	char path[PATH_MAX];
 	char dev[32];
 	char root[PATH_MAX];      /* the mount's root inside its filesystem */
-	size_t point_len;         /* of the mount point; 0: none yet */
-	int mnt_id;               /* the mount it was resolved on; 0: unknown */
+	size_t point_len;         /* of the mount point; 0 for "/" */
+	int mnt_id;               /* the mount it was resolved on */
 	bool found;
 };
 
-/* One mount: a directory whose mount is known takes that mount's line
- * alone; for the others the topmost one (the later line) wins for every
- * wanted directory its mount point contains. */
+/* One mount: the directories resolved on it take its line, if its mount
+ * point contains them (else the table does not show what was resolved). */
 static void mount_seen(struct want *w, size_t n, int id, const char *dev,
 		       const char *root, const char *point)
 {
 	size_t l = strlen(point);
 
 	for (size_t i = 0; i < n; i++) {
-		if (!ws_path_within(w[i].path, point) ||
-		    (w[i].mnt_id && w[i].mnt_id != id) ||
-		    (!w[i].mnt_id && w[i].found && l < w[i].point_len))
+		if (w[i].mnt_id != id || !ws_path_within(w[i].path, point))
 			continue;
 		snprintf(w[i].dev, sizeof(w[i].dev), "%s", dev);
 		snprintf(w[i].root, sizeof(w[i].root), "%s", root);
@@ -116,6 +115,45 @@ static int mounts_scan(const char *mountinfo, struct want *w, size_t n)
 	if (f)
 		fclose(f);
 	return r;
+}
+
+int hostlock_resolve(int rootfd, const char *path, int *ids)
+{
+	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
+					   RESOLVE_NO_MAGICLINKS };
+	char at[PATH_MAX];
+	int n = 0;
+
+	snprintf(at, sizeof(at), "%s", path);
+	do {
+		if (++n > HOSTLOCK_MAX_DEPTH)
+			return -ENAMETOOLONG;
+	} while (ws_path_parent(at));
+	for (int i = n - 1; i >= 0; i--) {
+		struct statx stx;
+		int fd, r;
+
+		snprintf(at, sizeof(at), "%s", path);
+		for (int k = 0; k < i; k++)
+			ws_path_parent(at);
+		fd = (int)syscall(SYS_openat2, rootfd, at[1] ? at + 1 : ".",
+				  &how, sizeof(how));
+		if (fd < 0 && errno == ENOENT && i < n - 1) {
+			ids[i] = ids[i + 1];
+			continue;
+		}
+		if (fd < 0)
+			return -errno;
+		r = statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx);
+		close(fd);
+		if (r < 0)
+			return -errno;
+		if (!(stx.stx_mask & STATX_MNT_ID))
+			return -ENOSYS;
+		ids[i] = (int)stx.stx_mnt_id;
+	}
+	return n;
 }
 
 /* The identity of w: the device, and the path inside its filesystem. */
@@ -190,10 +228,13 @@ static int target_byte(enum hostlock_mode m)
 /*
  * What `spec` locks: its directory in its own mode, and with an intent
  * every directory above it along its canonical path and inside each of
- * those directories' filesystems.
+ * those directories' filesystems.  Each directory is named by the mount
+ * `who` resolved it on (its line in who's mountinfo), never by the mount
+ * table's text: a mount over a parent hides what the table's longest
+ * matching mount point would name.
  */
 static int plan(struct hostlock *h, const struct hostlock_spec *spec,
-		const char *mountinfo)
+		const struct hostlock_who *who)
 {
 	int intent = spec->mode == HOSTLOCK_X ? B_IX : B_IS;
 	char path[PATH_MAX], id[ID_MAX];
@@ -207,17 +248,17 @@ static int plan(struct hostlock *h, const struct hostlock_spec *spec,
 	w = calloc(n, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	if (spec->mnt_ids && spec->n_mnt_ids != n) {
+	if (who->n_mnt_ids != n) {
 		free(w);
 		return -EINVAL;
 	}
 	snprintf(path, sizeof(path), "%s", spec->path);
 	for (size_t i = 0; i < n; i++) {
 		snprintf(w[i].path, sizeof(w[i].path), "%s", path);
-		w[i].mnt_id = spec->mnt_ids ? spec->mnt_ids[i] : 0;
+		w[i].mnt_id = who->mnt_ids[i];
 		ws_path_parent(path);
 	}
-	r = mounts_scan(mountinfo, w, n);
+	r = mounts_scan(who->mountinfo, w, n);
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		r = identity(&w[i], id);
 		if (r == 0)
@@ -614,7 +655,7 @@ int hostlock_take_local(struct hostlock *h, const struct hostlock_spec *spec,
 			struct lease_err *err)
 {
 	size_t busy = 0;
-	int byte = 0, r = plan(h, spec, who->mountinfo);
+	int byte = 0, r = plan(h, spec, who);
 
 	if (r < 0)
 		return lease_err_set(err, LEASE_E_IO, r, spec->path, "%s %s: "
@@ -635,11 +676,36 @@ int hostlock_take_local(struct hostlock *h, const struct hostlock_spec *spec,
 	return 0;
 }
 
-int hostlock_take(const struct hostlock_spec *spec, int64_t deadline,
-		  struct hostlock **out, struct lease_err *err)
+/* Real root: spec's path resolved from our own root, as the arbiter
+ * resolves a caller's from theirs, then the locks on what it resolved. */
+static int take_as_self(struct hostlock *h, const struct hostlock_spec *spec,
+			int64_t deadline, struct lease_err *err)
 {
 	struct hostlock_who self = { .uid = 0, .pid = getpid(),
 				     .mountinfo = "/proc/self/mountinfo" };
+	int *ids = calloc(HOSTLOCK_MAX_DEPTH, sizeof(*ids));
+	int rootfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), n, r;
+
+	n = !ids ? -ENOMEM : rootfd < 0 ? -errno
+	  : hostlock_resolve(rootfd, spec->path, ids);
+	if (n < 0) {
+		r = lease_err_set(err, LEASE_E_IO, n, spec->path, "cannot take "
+				  "the host lock on %s: %s", spec->path,
+				  strerror(-n));
+	} else {
+		self.mnt_ids = ids;
+		self.n_mnt_ids = (size_t)n;
+		r = hostlock_take_local(h, spec, &self, deadline, err);
+	}
+	if (rootfd >= 0)
+		close(rootfd);
+	free(ids);
+	return r;
+}
+
+int hostlock_take(const struct hostlock_spec *spec, int64_t deadline,
+		  struct hostlock **out, struct lease_err *err)
+{
 	struct hostlock *h = hostlock_new();
 	char msg[512];
 	int r;
@@ -652,7 +718,7 @@ int hostlock_take(const struct hostlock_spec *spec, int64_t deadline,
 	if (r < 0)
 		r = lease_err_set(err, LEASE_E_IO, r, spec->path, "%s", msg);
 	else if (rundir_real_root())
-		r = hostlock_take_local(h, spec, &self, deadline, err);
+		r = take_as_self(h, spec, deadline, err);
 	else
 		r = hostd_take(spec, deadline, h, err);
 	if (r < 0) {

@@ -4,8 +4,11 @@
  * whatever the lease stores, however the directory is spelled.
  *
  * A directory's identity is its filesystem (the mount's device number)
- * and its path inside that filesystem, read from /proc/self/mountinfo, so
- * a bind mount or a symlink names the same directory as its target.  A
+ * and its path inside that filesystem: the path is resolved (no symlink
+ * followed) and each directory named by the mount it resolved on, as its
+ * line in the mount table says; so a bind mount names the same directory
+ * as its target, and a mount over a parent cannot make the text of the
+ * mount table name another.  A
  * lock on a directory also marks every directory above it: its canonical
  * path's ancestors, and each one's ancestors inside its own filesystem
  * (a bind mount of /srv/ws/sub at /x lies inside /srv/ws).  Modes, as
@@ -43,12 +46,6 @@ struct hostlock_spec {
 	const char *lease_name;  /* X: the root lease; else NULL */
 	uint64_t epoch;          /* X: the root lease's epoch */
 	const char *mountpoint;  /* the mount that holds it */
-	/* The mount (mountinfo's first field) each directory of path lies
-	 * on, as resolved: path's own first, then each parent's up to "/".
-	 * NULL: the topmost mount in the mount table whose mount point
-	 * contains the directory (the caller's own view, trusted). */
-	const int *mnt_ids;
-	size_t n_mnt_ids;
 };
 
 struct hostlock;

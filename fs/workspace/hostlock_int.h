@@ -8,6 +8,7 @@
 #ifndef LEASEFS_HOSTLOCK_INT_H
 #define LEASEFS_HOSTLOCK_INT_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -31,12 +32,32 @@ struct hostlock {
 };
 
 /* Who asks: the record names them, a refusal tells them what they may
- * know (root and the holder's own uid see who holds it). */
+ * know (root and the holder's own uid see who holds it); and what their
+ * path resolved on, which is what is locked. */
 struct hostlock_who {
 	uid_t uid;
 	pid_t pid;
 	const char *mountinfo; /* of the process whose paths spec names */
+	/* The mount (mountinfo's first field) each directory of spec's path
+	 * resolved on (hostlock_resolve()): path's own first, then each
+	 * parent's up to "/". */
+	const int *mnt_ids;
+	size_t n_mnt_ids;
 };
+
+/* Directories in a path at most, "/" included. */
+#define HOSTLOCK_MAX_DEPTH (PATH_MAX / 2)
+
+/*
+ * The mount each directory of `path` resolves on from rootfd (a root
+ * directory: RESOLVE_IN_ROOT), no symlink followed, into ids (room for
+ * HOSTLOCK_MAX_DEPTH): path's own first, then each parent's up to "/"; a
+ * directory not made yet lies on its nearest existing ancestor's.  Locks
+ * planned from these name what was resolved, whatever is mounted over or
+ * under the path.  The count or -errno.  Real root resolves its own paths
+ * with it, the arbiter a caller's (as the caller, from its root).
+ */
+int hostlock_resolve(int rootfd, const char *path, int *ids);
 
 struct hostlock *hostlock_new(void);
 /*

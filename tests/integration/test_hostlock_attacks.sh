@@ -313,11 +313,13 @@ SH
 	setpriv --reuid="$UA" --regid="$(id -g "$UA")" --init-groups \
 		unshare --user --map-root-user --mount bash "$T/over.sh" root "$T/take.py" \
 		>"$T/over.out" 2>&1 &
-	PIDS+=($!)
+	local holder=$!
+	PIDS+=("$holder")
 	wait_until 20 test -s "$T/over.out" || fail "the overmount request got no answer"
 	rc=0; out=$("$LEASEFS" mount "$V/ws" "$V/m" 2>&1) || rc=$?
 	[ $rc -eq 0 ] || fail "root's mount refused while a user holds a lock asked through an overmount ($(cat "$T/over.out")): exit $rc: $out"
 	"$LEASEFS" umount "$V/m"
+	kill "$holder"; wait "$holder" 2>/dev/null || true
 	# A2: the held root asked for under a decoy's name.
 	mount_ws "$HA/P/ws" "$M"
 	out=$(as "$UA" unshare --user --map-root-user --mount bash "$T/over.sh" second "$T/take.py" "$HA" 2>&1)
@@ -326,7 +328,61 @@ SH
 	ok "the arbiter locks what it resolved: an overmounted '/' leaves root's mounts alone, a held root under a decoy's name is busy"
 }
 
-ALL="atk_lockfiles atk_names atk_netunix atk_userns atk_gc atk_overmount"
+# Root's own locks are planned the same way: root mounting inside a mount
+# namespace a user made (nsenter into a rootless container's) takes its
+# host locks on what its path resolved on there, not on what the user's
+# mount table text says.  The same two overmounts: the host's "/" hidden
+# under a tmpfs of the user's (root locked "/" exclusively: its mount of an
+# unrelated directory on the host refused), and a held root bound over
+# its parent under a decoy's name (root granted a second exclusive
+# session).
+atk_overmount_root() {
+	local D=$T/held3 M=$T/mh3 V=$T/victim3 ns rc out
+	if ! as "$UA" unshare --user --map-root-user true 2>/dev/null; then
+		echo "SKIP: user namespaces off"
+		return 0
+	fi
+	mkdir -p "$HA/P3/ws" "$HA/decoy3" "$V/ws" "$V/m" "$M" "$T/rm1" "$T/rm2"
+	chown -R "$UA:" "$HA/P3" "$HA/decoy3"
+	cat >"$T/overns.sh" <<'SH'
+set -eu
+mount -t tmpfs t /mnt
+mkdir -p /mnt/a/x/y /mnt/b/x/ws
+mount --bind "$1/decoy3" /mnt/b/x/ws    # the table: /mnt/b/x/ws is the decoy ...
+mount --bind "$1/P3" /mnt/b/x           # ... the path: P3/ws
+mount --rbind / /mnt/a/x/y              # the host's "/" at /mnt/a/x/y ...
+mount -t tmpfs t2 /mnt/a/x              # ... hidden under a tmpfs of ours
+mkdir -p /mnt/a/x/y
+echo ready
+exec sleep 300
+SH
+	setpriv --reuid="$UA" --regid="$(id -g "$UA")" --init-groups \
+		unshare --user --map-root-user --mount bash "$T/overns.sh" "$HA" \
+		>"$T/overns.out" 2>&1 &
+	ns=$!
+	PIDS+=("$ns")
+	wait_until 20 grep -qs ready "$T/overns.out" || fail "the user's namespace: $(cat "$T/overns.out")"
+	in_ns() { nsenter -t "$ns" -m -- "$@"; }
+	# R1: root mounts the tmpfs directory that the table says is the host's "/".
+	rc=0; out=$(in_ns timeout 30 "$LEASEFS" mount /mnt/a/x/y "$T/rm1" 2>&1) || rc=$?
+	[ $rc -eq 0 ] || fail "root's mount in the user's namespace of a directory of its tmpfs: exit $rc: $out"
+	PIDS+=("$(in_ns "$LEASEFS" status "$T/rm1" --json | json_get pid)")
+	rc=0; out=$("$LEASEFS" mount "$V/ws" "$V/m" 2>&1) || rc=$?
+	MOUNTS+=("$V/m")
+	[ $rc -eq 0 ] || fail "root's mount on the host refused while root's mount in a user's namespace holds a directory over which the table shows the host's '/': exit $rc: $out"
+	"$LEASEFS" umount "$V/m"
+	in_ns "$LEASEFS" umount "$T/rm1"
+	# R2: root mounts a held root under the decoy's name.
+	mount_ws "$HA/P3/ws" "$M"
+	rc=0; out=$(in_ns timeout 30 "$LEASEFS" mount /mnt/b/x/ws "$T/rm2" 2>&1) || rc=$?
+	[ $rc -eq 0 ] && in_ns "$LEASEFS" umount "$T/rm2"
+	[ $rc -eq 75 ] || fail "root mounted a held root through a bind over its parent in a user's namespace: exit $rc (want 75 busy): $out"
+	"$LEASEFS" umount "$M"
+	kill "$ns"; wait "$ns" 2>/dev/null || true
+	ok "root's locks name what its path resolved on: in a user's mount namespace an overmounted '/' leaves root's other mounts alone, a held root under a decoy's name is busy"
+}
+
+ALL="atk_lockfiles atk_names atk_netunix atk_userns atk_gc atk_overmount atk_overmount_root"
 for s in ${ATK_ONLY:-$ALL}; do
 	"atk_${s#atk_}"
 done
