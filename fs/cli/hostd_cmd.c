@@ -24,6 +24,9 @@ int cmd_hostd(int argc, char **argv)
 		}
 		return cli_usage_error(argv[0], "bad argument '%s'", argv[i]);
 	}
+	/* LEASEFS_SUBUID_FILE: tests only (a private copy). */
+	o.subuid_path = getenv("LEASEFS_SUBUID_FILE") ? getenv("LEASEFS_SUBUID_FILE")
+						      : "/etc/subuid";
 	/* Socket activation: exit when idle; what is locked stays locked. */
 	if (!o.idle_exit_s && getenv("LISTEN_FDS"))
 		o.idle_exit_s = 60;

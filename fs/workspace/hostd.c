@@ -22,6 +22,7 @@
 
 #include "hostd.h"
 #include "hostlock_int.h"
+#include "persons.h"
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
@@ -305,15 +306,31 @@ static void serve_take(const struct caller *c, char *line)
 		hostlock_free(h);
 }
 
+/* How long a worker waits for its connection's request, in seconds. */
+static int request_wait_s(void)
+{
+#ifdef LEASEFS_TEST_HOOKS
+	/* A test build keeps a slot this long for a caller that says nothing
+	 * (test_budget.sh fills a person's slots that way). */
+	const char *v = getenv("LEASEFS_TEST_HOSTD_REQUEST_WAIT_S");
+	long s = v ? strtol(v, NULL, 10) : 0;
+
+	if (s > 0 && s <= 60)
+		return (int)s;
+#endif
+	return 2;
+}
+
 /* A worker: one connection's request.  Exits. */
 static void worker(struct caller *c)
 {
 	char line[HOSTD_MSG_MAX];
+	int wait_s = request_wait_s();
 	ssize_t n;
 
 	signal(SIGALRM, SIG_DFL);
-	alarm(HOSTD_REQUEST_TIMEOUT_S);
-	hostd_set_timeouts(c->conn, 2);
+	alarm((unsigned)(HOSTD_REQUEST_TIMEOUT_S - 2 + wait_s));
+	hostd_set_timeouts(c->conn, wait_s);
 	n = recv(c->conn, line, sizeof(line) - 1, 0);
 	if (n <= 0)
 		_exit(1);
@@ -326,19 +343,24 @@ static void worker(struct caller *c)
 
 /* ---- the arbiter: the loop ------------------------------------------------ */
 
+/* The requests being served, each by the person who asked (persons.h:
+ * a uid and its subordinate uids are one), and the table that says who
+ * that is, read again at each sweep. */
 struct workers {
 	pid_t pid[HOSTD_WORKERS];
-	uid_t uid[HOSTD_WORKERS];
+	uint64_t person[HOSTD_WORKERS];
 	int n;
 	bool sweep_due;
+	const char *subuid_path;
+	struct ws_persons persons;
 };
 
-static int per_uid(const struct workers *w, uid_t uid)
+static int per_person(const struct workers *w, uint64_t person)
 {
 	int k = 0;
 
 	for (int i = 0; i < w->n; i++)
-		k += w->uid[i] == uid;
+		k += w->person[i] == person;
 	return k;
 }
 
@@ -353,7 +375,7 @@ static void reap(struct workers *w)
 			if (w->pid[i] != pid)
 				continue;
 			w->pid[i] = w->pid[w->n - 1];
-			w->uid[i] = w->uid[w->n - 1];
+			w->person[i] = w->person[w->n - 1];
 			w->n--;
 			break;
 		}
@@ -366,6 +388,7 @@ static void serve_conn(struct workers *w, int conn)
 {
 	struct caller c = { .conn = conn, .pidfd = -1 };
 	socklen_t len = sizeof(c.cr);
+	uint64_t person;
 	pid_t pid;
 
 	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &c.cr, &len) < 0)
@@ -375,10 +398,12 @@ static void serve_conn(struct workers *w, int conn)
 		c.pidfd = (int)syscall(SYS_pidfd_open, c.cr.pid, 0);
 	if (c.pidfd < 0)
 		return;
-	if (w->n >= HOSTD_WORKERS || per_uid(w, c.cr.uid) >= HOSTD_PER_UID) {
+	person = ws_person_of(&w->persons, c.cr.uid);
+	if (w->n >= HOSTD_WORKERS || per_person(w, person) >= HOSTD_PER_PERSON) {
 		say(conn, NULL, 0, "error\t%d\tthe host lock arbiter is busy "
-		    "with %d requests of uid %u", EAGAIN, per_uid(w, c.cr.uid),
-		    (unsigned)c.cr.uid);
+		    "with %d requests of uid %u and the uids counted with it "
+		    "(its subordinate uids, or their owner's)", EAGAIN,
+		    per_person(w, person), (unsigned)c.cr.uid);
 		close(c.pidfd);
 		return;
 	}
@@ -387,9 +412,17 @@ static void serve_conn(struct workers *w, int conn)
 		worker(&c);
 	if (pid > 0) {
 		w->pid[w->n] = pid;
-		w->uid[w->n++] = c.cr.uid;
+		w->person[w->n++] = person;
 	}
 	close(c.pidfd);
+}
+
+/* The subordinate ranges as the file says now (a missing or unreadable
+ * file: every uid its own person, as before it was read). */
+static void load_persons(struct workers *w)
+{
+	ws_persons_free(&w->persons);
+	(void)ws_persons_load(&w->persons, w->subuid_path);
 }
 
 /* A socket systemd passed (LISTEN_FDS), else -1. */
@@ -451,7 +484,7 @@ static int open_listener(bool *activated, char *msg, size_t msgsz)
 
 int hostd_run(const struct hostd_opts *o, char *msg, size_t msgsz)
 {
-	struct workers w = { .sweep_due = true };
+	struct workers w = { .sweep_due = true, .subuid_path = o->subuid_path };
 	int64_t idle_since = lease_now_ns(), swept = 0;
 	bool activated;
 	int lfd, r;
@@ -478,6 +511,7 @@ int hostd_run(const struct hostd_opts *o, char *msg, size_t msgsz)
 		    lease_now_ns() - swept > HOSTD_SWEEP_S * 1000000000LL) {
 			w.sweep_due = false;
 			(void)rundir_sweep();
+			load_persons(&w);
 			swept = lease_now_ns();
 		}
 		if (poll(&pfd, 1, timeout) < 0 && errno != EINTR)
@@ -499,5 +533,6 @@ int hostd_run(const struct hostd_opts *o, char *msg, size_t msgsz)
 	}
 	if (!activated)
 		close(lfd); /* the name stays: the next arbiter replaces it */
+	ws_persons_free(&w.persons);
 	return 0;
 }

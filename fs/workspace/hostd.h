@@ -16,8 +16,9 @@
  *     (SCM_RIGHTS): the locks live exactly as long as the caller keeps
  *     them, whether or not the arbiter still runs;
  *   - makes ctl/<uid>, where the caller's control sockets go.
- * Each request is served by a process of its own, bounded in time; a uid
- * has at most HOSTD_PER_UID of them at once.  Released locks and what
+ * Each request is served by a process of its own, bounded in time; a
+ * person (a uid and its subordinate uids, persons.h) has at most
+ * HOSTD_PER_PERSON of them at once.  Released locks and what
  * killed daemons left are swept (rundir_sweep()) at start, after a caller
  * says it let go, and every HOSTD_SWEEP_S while it runs.
  *
@@ -35,7 +36,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define HOSTD_PER_UID 8
+#define HOSTD_PER_PERSON 8
 /* A message's text at most; fds with one (SCM_RIGHTS carries at most
  * 253, SCM_MAX_FD). */
 #define HOSTD_MSG_MAX (2 * PATH_MAX + 512)
@@ -47,6 +48,7 @@
 
 struct hostd_opts {
 	int idle_exit_s;   /* exit when idle this long; 0: never (by hand) */
+	const char *subuid_path; /* the subordinate ranges (/etc/subuid) */
 };
 
 /*

@@ -188,8 +188,8 @@ static int take_once(const struct hostlock_spec *spec, struct hostlock *h,
 	return take_reply(spec, text, fds, nfds, h, err);
 }
 
-/* How long a caller waits out an arbiter busy with its uid's other
- * requests (HOSTD_PER_UID), whatever its --wait. */
+/* How long a caller waits out an arbiter busy with its person's other
+ * requests (HOSTD_PER_PERSON), whatever its --wait. */
 #define ARBITER_BUSY_WAIT_MS 15000
 
 int hostd_take(const struct hostlock_spec *spec, int64_t deadline,

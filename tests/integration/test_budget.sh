@@ -2,10 +2,13 @@
 # Open-file budgets are per person (issue 33, finding 3): a uid inside a
 # subordinate range (/etc/subuid) counts as its range's owner, and uid 0
 # keeps a reserve no other caller can take.  The ranges come from a
-# private copy (LEASEFS_SUBUID_FILE, read by the daemon for tests only):
-# owners by name and by number, with malformed lines among them.  The
-# daemon runs at `ulimit -n 1024` (its budget: 248 open files, 82 of them
-# uid 0's reserve, 41 per person).  Users are created here, removed at exit.
+# private copy (LEASEFS_SUBUID_FILE, read by the daemon and the arbiter for
+# tests only): owners by name and by number, with malformed lines among
+# them.  The daemon runs at `ulimit -n 1024` (its budget: 248 open files,
+# 82 of them uid 0's reserve, 41 per person).  The host lock arbiter's
+# slots are per person too (section 4).  Users are created here, removed
+# at exit.
+# bound: 120
 . "$(dirname "$0")/lib.sh"
 
 UA=lfs-bud-a UB=lfs-bud-b
@@ -101,3 +104,83 @@ timeout 5 "$LEASEFS" status "$M" >/dev/null || fail "status does not answer"
 ok "every person at budget: the next gets ENFILE, root still opens (reserve), status answers, lease held"
 
 for fd in "${HOLD_FDS[@]}"; do exec {fd}>&-; done
+
+# 4. The host lock arbiter serves at most 8 requests of one person at once
+#    (and 64 in all): eight subordinate uids of UA, each asking 8 times at
+#    once and saying nothing, get 8 slots together, not 8 each (which
+#    filled all 64), and UB is still served beside them.  The arbiter runs
+#    again with the ranges and a test build's longer wait for a silent
+#    request (held slots stay held while the test looks).
+kill "$HOSTD_PID"; wait_pid_gone "$HOSTD_PID" 10 || fail "the arbiter did not exit"
+rm -f /run/leasefs/hostd.sock
+LEASEFS_TEST_HOSTD_REQUEST_WAIT_S=30 start_hostd
+mkdir -p "$T/ubws"; chown "$UB:" "$T/ubws"
+cat > "$T/slots.py" <<'PY'
+import os, select, socket, sys
+SOCK = "/run/leasefs/hostd.sock"
+def become(uid):
+    os.setgroups([]); os.setresgid(uid, uid, uid); os.setresuid(uid, uid, uid)
+# Each filler uid connects PER times and says nothing; once told, it
+# counts the connections the arbiter refused (a reply waiting) and those
+# it holds a worker for (silent), and writes "refused held".
+fillers = []
+for uid in map(int, sys.argv[1].split(",")):
+    go_r, go_w = os.pipe(); out_r, out_w = os.pipe()
+    if os.fork() == 0:
+        try:
+            become(uid)
+            socks = []
+            for _ in range(int(sys.argv[2])):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                s.connect(SOCK)
+                socks.append(s)
+            os.write(out_w, b"connected\n")
+            os.read(go_r, 1)
+            refused = sum(1 for s in socks if select.select([s], [], [], 0)[0]
+                          and s.recv(8192).startswith(b"error\t11\t"))
+            os.write(out_w, b"%d %d\n" % (refused, len(socks) - refused))
+            os.read(go_r, 1)
+        finally:
+            os._exit(0)
+    fillers.append((go_w, os.fdopen(out_r)))
+for _, out in fillers:
+    assert out.readline() == "connected\n"
+# The other person's request, after every filler connection: the arbiter
+# takes connections in order and refuses at once, so by its answer every
+# filler connection has a worker or a refusal.
+r, w = os.pipe()
+if os.fork() == 0:
+    m = b"nothing"
+    try:
+        become(int(sys.argv[3]))
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.settimeout(20)
+        s.connect(SOCK)
+        s.send(("take\t0\t7\tworkspace\t-\t" + sys.argv[4]).encode())
+        try:
+            m, fds, _, _ = socket.recv_fds(s, 8192, 64)
+        except ConnectionResetError:  # refused unread: the reply still waits
+            m, fds, _, _ = socket.recv_fds(s, 8192, 64)
+    finally:
+        os.write(w, m.split(b"\n")[0] + b"\n")
+        os._exit(0)
+other = os.fdopen(r).readline().strip()
+refused = held = 0
+for go, out in fillers:
+    os.write(go, b"x")
+    a, b = map(int, out.readline().split())
+    refused += a; held += b
+print("held %d refused %d other %s" % (held, refused, other.split("\t")[0]), flush=True)
+print(other, file=sys.stderr)
+for go, _ in fillers:
+    os.write(go, b"x")
+PY
+subs=$(seq -s, 300000 300007)
+out=$(python3 "$T/slots.py" "$subs" 8 "$(id -u "$UB")" "$T/ubws" 2>"$T/slots.err") ||
+	fail "the slot filler: $(cat "$T/slots.err")"
+echo "   arbiter: $out"
+read -r _ held _ refused _ other <<<"$out"
+[ "$held" -eq 8 ] && [ "$refused" -eq 56 ] ||
+	fail "eight subordinate uids of $UA held $held arbiter slots at once ($refused refused; want 8, one person's)"
+[ "$other" = ok ] || fail "$UB's request beside them: $(cat "$T/slots.err")"
+ok "eight subordinate uids of $UA, 8 requests each, held 8 arbiter slots together ($refused refused); $UB was served beside them"
