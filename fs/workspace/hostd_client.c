@@ -177,8 +177,14 @@ static int take_once(const struct hostlock_spec *spec, struct hostlock *h,
 				     "newline in a path, or a path too long",
 				     spec->path);
 	}
+	/* A busy arbiter answers at once and closes without reading our
+	 * request: the send may find it closed (EPIPE), and the first receive
+	 * reports the unread request (ECONNRESET) before the answer, which is
+	 * still there for the next. */
 	r = send(fd, text, strlen(text), MSG_NOSIGNAL) < 0 ? -errno : 0;
-	if (r == 0)
+	if (r == 0 || r == -EPIPE || r == -ECONNRESET)
+		r = recv_reply(fd, text, sizeof(text), fds, &nfds);
+	if (r == -ECONNRESET)
 		r = recv_reply(fd, text, sizeof(text), fds, &nfds);
 	close(fd);
 	if (r < 0) {

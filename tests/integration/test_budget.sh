@@ -172,15 +172,32 @@ for go, out in fillers:
     refused += a; held += b
 print("held %d refused %d other %s" % (held, refused, other.split("\t")[0]), flush=True)
 print(other, file=sys.stderr)
+sys.stdin.readline()  # the slots stay held until told
 for go, _ in fillers:
     os.write(go, b"x")
 PY
 subs=$(seq -s, 300000 300007)
-out=$(python3 "$T/slots.py" "$subs" 8 "$(id -u "$UB")" "$T/ubws" 2>"$T/slots.err") ||
-	fail "the slot filler: $(cat "$T/slots.err")"
+coproc SLOTS { exec python3 "$T/slots.py" "$subs" 8 "$(id -u "$UB")" "$T/ubws" 2>"$T/slots.err"; }
+PIDS+=("$SLOTS_PID")
+exec {slots_in}>&"${SLOTS[1]}"
+read -r -t 60 out <&"${SLOTS[0]}" || fail "the slot filler: $(cat "$T/slots.err")"
 echo "   arbiter: $out"
 read -r _ held _ refused _ other <<<"$out"
 [ "$held" -eq 8 ] && [ "$refused" -eq 56 ] ||
 	fail "eight subordinate uids of $UA held $held arbiter slots at once ($refused refused; want 8, one person's)"
 [ "$other" = ok ] || fail "$UB's request beside them: $(cat "$T/slots.err")"
 ok "eight subordinate uids of $UA, 8 requests each, held 8 arbiter slots together ($refused refused); $UB was served beside them"
+
+# 5. A mount of that person's meanwhile is told the arbiter is busy (it
+#    waits that out, up to 15 s, then exits 1 saying so); it is not told
+#    that no arbiter answers (76), which is what reading the refusal as a
+#    reset connection said.
+mkdir -p "$T/uaws" "$T/uam" "$T/uast"; chown "$UA:" "$T/uaws" "$T/uam" "$T/uast"
+rc=0; out=$(setpriv --reuid="$UA" --regid="$(id -g "$UA")" --clear-groups \
+	"$LEASEFS" mount --leases="file:$T/uast" "$T/uaws" "$T/uam" 2>&1) || rc=$?
+MOUNTS+=("$T/uam")
+[ $rc -eq 1 ] && grep -q "arbiter is busy" <<<"$out" ||
+	fail "$UA's mount with its person's arbiter slots full: exit $rc ($out)"
+echo x >&"$slots_in"
+wait "$SLOTS_PID" 2>/dev/null || true
+ok "$UA's own mount meanwhile waited out the busy arbiter and said so (exit 1)"
