@@ -4,6 +4,7 @@
 # a second exclusive session by changing its user or mount namespace.
 # Each section is an attack from the issue, run for real by users made here
 # (useradd, removed at exit); ATK_ONLY=NAME runs one section.
+# bound: 120
 . "$(dirname "$0")/lib.sh"
 
 UA=lfs-atk-a UB=lfs-atk-b
@@ -332,10 +333,10 @@ SH
 # namespace a user made (nsenter into a rootless container's) takes its
 # host locks on what its path resolved on there, not on what the user's
 # mount table text says.  The same two overmounts: the host's "/" hidden
-# under a tmpfs of the user's (root locked "/" exclusively: its mount of an
-# unrelated directory on the host refused), and a held root bound over
-# its parent under a decoy's name (root granted a second exclusive
-# session).
+# under a tmpfs of the user's (root locked "/" exclusively: refused by its
+# own lease directory's lock below "/", and while held it would keep every
+# other mount on the host out), and a held root bound over its parent
+# under a decoy's name (root granted a second exclusive session).
 atk_overmount_root() {
 	local D=$T/held3 M=$T/mh3 V=$T/victim3 ns rc out
 	if ! as "$UA" unshare --user --map-root-user true 2>/dev/null; then
