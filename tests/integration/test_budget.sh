@@ -113,7 +113,7 @@ for fd in "${HOLD_FDS[@]}"; do exec {fd}>&-; done
 #    request (held slots stay held while the test looks).
 kill "$HOSTD_PID"; wait_pid_gone "$HOSTD_PID" 10 || fail "the arbiter did not exit"
 rm -f /run/leasefs/hostd.sock
-LEASEFS_TEST_HOSTD_REQUEST_WAIT_S=30 start_hostd
+LEASEFS_TEST_HOSTD_REQUEST_WAIT_S=50 start_hostd
 mkdir -p "$T/ubws"; chown "$UB:" "$T/ubws"
 cat > "$T/slots.py" <<'PY'
 import os, select, socket, sys
