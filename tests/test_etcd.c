@@ -679,9 +679,9 @@ static int teardown(void **state)
 
 /* ---- etcd restarted without its data -------------------------------- */
 
-/* The first member's command line, its cluster token replaced by another
- * (a new cluster); NULL-terminated, malloc'ed. */
-static char **wiped_argv(pid_t pid)
+/* The first member's command line; with `other`, its cluster token
+ * replaced by another (a new cluster).  NULL-terminated, malloc'ed. */
+static char **member_argv(pid_t pid, bool other)
 {
 	static char buf[8192];
 	char path[64], **argv = calloc(64, sizeof(char *));
@@ -695,7 +695,8 @@ static char **wiped_argv(pid_t pid)
 	len = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	for (size_t i = 0; i < len && n < 63; i += strlen(buf + i) + 1) {
-		bool token = n > 0 && strcmp(argv[n - 1], "--initial-cluster-token") == 0;
+		bool token = other && n > 0 &&
+			     strcmp(argv[n - 1], "--initial-cluster-token") == 0;
 
 		argv[n++] = token ? strdup("leasefs-wiped") : strdup(buf + i);
 	}
@@ -727,18 +728,18 @@ static bool etcd_answers(void)
 	return status == 200;
 }
 
-static pid_t wiped_pid;
+static pid_t our_etcd;
 
-static int kill_wiped(void **state)
+static int kill_our_etcd(void **state)
 {
 	int status;
 
 	(void)state;
-	if (wiped_pid > 0) {
-		kill(wiped_pid, SIGTERM);
-		waitpid(wiped_pid, &status, 0);
+	if (our_etcd > 0) {
+		kill(our_etcd, SIGTERM);
+		waitpid(our_etcd, &status, 0);
 	}
-	wiped_pid = 0;
+	our_etcd = 0;
 	return 0;
 }
 
@@ -750,9 +751,9 @@ static void etcd_start(char **argv)
 	for (int tries = 0; tries < 50; tries++) {
 		int status;
 
-		wiped_pid = fork();
-		assert_true(wiped_pid >= 0);
-		if (wiped_pid == 0) {
+		our_etcd = fork();
+		assert_true(our_etcd >= 0);
+		if (our_etcd == 0) {
 			int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 			extern char **environ;
 
@@ -772,8 +773,8 @@ static void etcd_start(char **argv)
 			_exit(127);
 		}
 		for (int i = 0; i < 100; i++) {
-			if (waitpid(wiped_pid, &status, WNOHANG) == wiped_pid) {
-				wiped_pid = 0;
+			if (waitpid(our_etcd, &status, WNOHANG) == our_etcd) {
+				our_etcd = 0;
 				break;
 			}
 			if (etcd_answers())
@@ -781,7 +782,50 @@ static void etcd_start(char **argv)
 			poll(NULL, 0, 50);
 		}
 	}
-	fail_msg("etcd did not come back without its data");
+	fail_msg("etcd did not come back");
+}
+
+/* Kill -9 the first member and start it again at once: with its data, or
+ * (wipe) without it, as another cluster.  Returns the time of the kill. */
+static int64_t etcd_restart(bool wipe)
+{
+	pid_t old = etcd_pid();
+	char **argv = member_argv(old, wipe), pidbuf[16];
+	int64_t t_kill;
+	int status;
+
+	assert_int_equal(kill(old, SIGKILL), 0);
+	t_kill = lease_now_ns();
+	if (old == our_etcd)
+		waitpid(old, &status, 0);
+	our_etcd = 0;
+	if (wipe)
+		tu_rmrf(getenv("ETCD_DATA_DIR"));
+	etcd_start(argv);
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)our_etcd);
+	setenv("ETCD_PID", pidbuf, 1);
+	for (char **a = argv; *a; a++)
+		free(*a);
+	free(argv);
+	return t_kill;
+}
+
+/* etcd killed -9 and started again with its data: a prefix that has its
+ * marker grants at once, as before. */
+static void test_restart_keeps_marker(void **state)
+{
+	struct lease_store *st = open_ttl(3000);
+	struct lease *l = acquire_ok(st, "restart/a", 0), *l2 = NULL;
+	struct lease_err err = { 0 };
+	uint64_t epoch = lease_epoch(l);
+
+	(void)state;
+	lease_free(l);
+	etcd_restart(false);
+	assert_int_equal(lease_acquire(st, "restart/a", 0, &l2, &err), 0);
+	assert_true(lease_epoch(l2) > epoch);
+	lease_free(l2);
+	lease_store_close(st);
 }
 
 /*
@@ -796,9 +840,7 @@ static void test_wipe(void **state)
 	struct lease_store *st, *st2;
 	struct lease_err err = { 0 };
 	struct lease *l, *l2 = NULL;
-	char **argv;
 	int64_t t_kill, t_up, t_lost, t_grant, su;
-	pid_t old = etcd_pid();
 
 	(void)state;
 	snprintf(prefix, sizeof(prefix), "/leasefs-etcdwipe-%s/", tu_unique());
@@ -809,11 +851,7 @@ static void test_wipe(void **state)
 	su = lease_safe_until(l);
 	for (int i = 0; i < 200 && lease_safe_until(l) == su; i++)
 		assert_false(tu_wait_readable(lease_loss_fd(l), 20));
-	argv = wiped_argv(old);
-	assert_int_equal(kill(old, SIGKILL), 0);
-	t_kill = lease_now_ns();
-	tu_rmrf(getenv("ETCD_DATA_DIR"));
-	etcd_start(argv);
+	t_kill = etcd_restart(true);
 	t_up = lease_now_ns();
 	assert_int_equal(lease_acquire(st2, "wipe/a", 0, &l2, &err), -EBUSY);
 	assert_non_null(strstr(err.msg, "!store"));
@@ -832,9 +870,6 @@ static void test_wipe(void **state)
 	lease_free(l);
 	lease_store_close(st2);
 	lease_store_close(st);
-	for (char **a = argv; *a; a++)
-		free(*a);
-	free(argv);
 }
 
 /* ---- cluster (ETCD_MEMBERS=3) ------------------------------------- */
@@ -1039,8 +1074,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_operator_revoke),
 		cmocka_unit_test_teardown(test_sigstop_holder_fenced, teardown),
 		cmocka_unit_test(test_etcd_stopped),
-		/* Last: etcd is another process after it. */
-		cmocka_unit_test_teardown(test_wipe, kill_wiped),
+		/* Last: etcd is another process after them. */
+		cmocka_unit_test(test_restart_keeps_marker),
+		cmocka_unit_test_teardown(test_wipe, kill_our_etcd),
 	};
 	const struct CMUnitTest tls[] = {
 		cmocka_unit_test(test_tls_hold_and_revoke),
