@@ -131,22 +131,23 @@ static void add_range(json_object *ops, const char *kb64)
 					     etcd_obj_str("key", kb64)));
 }
 
-/* The marks from the two range reads at `i` and `i + 1` of a txn answer. */
-static void marks_from(json_object *ans, size_t i, struct marks *m)
+/* The marks from a txn answer whose ops were the reads of P!store and
+ * P!grace. */
+static void marks_from(json_object *ans, struct marks *m)
 {
-	json_object *kv = etcd_first_kv(etcd_txn_range(ans, i + 1));
+	json_object *kv = etcd_first_kv(etcd_txn_range(ans, 1));
 
-	m->store = etcd_first_kv(etcd_txn_range(ans, i)) != NULL;
+	m->store = etcd_first_kv(etcd_txn_range(ans, 0)) != NULL;
 	/* A P!grace with no lease (not ours) would never go: taken as gone. */
 	m->grace_lease = kv ? etcd_json_i64(kv, "lease") : 0;
 	m->rev = etcd_json_i64(etcd_json_get(ans, "header", NULL), "revision");
 }
 
-/* Run `body` (a txn whose success or failure ops end with the reads of
- * P!store and P!grace, at `at`): *m, and whether it succeeded in *ok. */
-static int run_txn(struct etcd_store *es, json_object *body, size_t at,
-		   const char *name, int64_t deadline, struct marks *m,
-		   bool *ok, struct lease_err *err)
+/* Run `body`, a txn whose ops that ran were the reads of P!store and
+ * P!grace: *m, and whether it succeeded in *ok. */
+static int run_txn(struct etcd_store *es, json_object *body, const char *name,
+		   int64_t deadline, struct marks *m, bool *ok,
+		   struct lease_err *err)
 {
 	json_object *ans = NULL;
 	int code, r;
@@ -155,7 +156,7 @@ static int run_txn(struct etcd_store *es, json_object *body, size_t at,
 		      err);
 	if (r == 0) {
 		*ok = etcd_txn_ok(ans);
-		marks_from(ans, at, m);
+		marks_from(ans, m);
 	}
 	json_object_put(ans);
 	return r;
@@ -174,7 +175,7 @@ static int look(struct etcd_store *es, const char *sk, const char *gk,
 	add_range(ops, sk);
 	add_range(ops, gk);
 	body = etcd_txn_body(NULL, ops, NULL);
-	r = run_txn(es, body, 0, name, deadline, m, &ok, err);
+	r = run_txn(es, body, name, deadline, m, &ok, err);
 	json_object_put(body);
 	return r;
 }
@@ -184,6 +185,7 @@ static int grant_grace(struct etcd_store *es, const char *name,
 		       int64_t deadline, int64_t *id, struct lease_err *err)
 {
 	json_object *body = etcd_obj_i64("TTL", grace_s(es)), *ans = NULL;
+	int64_t ttl;
 	int code, r;
 
 	r = etcd_call(&es->cli, "/v3/lease/grant", body, deadline, name, &ans,
@@ -192,12 +194,15 @@ static int grant_grace(struct etcd_store *es, const char *name,
 	if (r < 0)
 		return r;
 	*id = etcd_json_i64(ans, "ID");
-	if (*id == 0 || etcd_json_i64(ans, "TTL") < grace_s(es))
-		r = lease_err_set(err, LEASE_E_CORRUPT, 0, name, "etcd granted "
-				  "the store's grace lease without an ID or "
-				  "shorter than %" PRId64 " s asked", grace_s(es));
+	ttl = etcd_json_i64(ans, "TTL");
 	json_object_put(ans);
-	return r;
+	if (*id != 0 && ttl >= grace_s(es))
+		return 0;
+	if (*id != 0)
+		etcd_revoke_id(es, *id, deadline, name, NULL);
+	return lease_err_set(err, LEASE_E_CORRUPT, 0, name, "etcd granted the "
+			     "store's grace lease without an ID or shorter than "
+			     "the %" PRId64 " s asked", grace_s(es));
 }
 
 /* Make P!store and P!grace where P!store is missing; where someone else
@@ -221,7 +226,7 @@ static int make(struct etcd_store *es, const char *sk, const char *gk,
 	add_range(fail, sk);
 	add_range(fail, gk);
 	body = etcd_txn_body(cmp, succ, fail);
-	r = run_txn(es, body, 0, name, deadline, m, &ok, err);
+	r = run_txn(es, body, name, deadline, m, &ok, err);
 	json_object_put(body);
 	if (r == 0 && ok) {
 		*m = (struct marks){ .store = true, .grace_lease = id, .rev = m->rev };
