@@ -29,6 +29,8 @@
 
 #define MS 1000000LL
 
+extern char **environ;
+
 static char prefix[256];
 
 /* ---- helpers -------------------------------------------------------- */
@@ -755,7 +757,6 @@ static void etcd_start(char **argv)
 		assert_true(our_etcd >= 0);
 		if (our_etcd == 0) {
 			int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-			extern char **environ;
 
 			for (char **e = environ; *e;)
 				if (strncmp(*e, "ETCD_", 5) == 0) {
