@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +29,8 @@
 
 #define MS 1000000LL
 
+extern char **environ;
+
 static char prefix[256];
 
 /* ---- helpers -------------------------------------------------------- */
@@ -43,6 +46,7 @@ static struct lease_store *open_ttl(int64_t ttl_ms)
 
 	assert_non_null(ep);
 	snprintf(prefix, sizeof(prefix), "/leasefs-etcdtest-%s/", tu_unique());
+	tu_etcd_settle(prefix);
 	snprintf(uri, sizeof(uri), "etcd://%s%s", ep, prefix);
 	if (lease_store_open(uri, &o, &st, &err) < 0)
 		fail_msg("lease_store_open(%s): %s", uri, err.msg);
@@ -590,11 +594,283 @@ static void test_unreachable(void **state)
 	assert_int_equal(err.kind, LEASE_E_USAGE);
 }
 
+/* Open the store on `prefix` with URI parameters `params` and a TTL. */
+static int open_params(const char *params, int64_t ttl_ms,
+		       struct lease_store **st, struct lease_err *err)
+{
+	struct lease_store_opts o = { .ttl_ms = ttl_ms, .holder = "test_etcd" };
+	char uri[512];
+
+	snprintf(uri, sizeof(uri), "etcd://%s%s%s",
+		 getenv("LEASEFS_ETCD_ENDPOINTS"), prefix, params);
+	return lease_store_open(uri, &o, st, err);
+}
+
+/* max_ttl= in the URI: seconds, 1 to 1000000, once; a TTL above it is
+ * refused at the grant. */
+static void test_max_ttl_param(void **state)
+{
+	static const char *const bad[] = { "?max_ttl=0", "?max_ttl=abc",
+					   "?ttl=3", "?max_ttl=3&max_ttl=3",
+					   "?max_ttl=3&x", "?max_ttl=" };
+	struct lease_store *st = NULL;
+	struct lease_err err = { 0 };
+	struct lease *l = NULL;
+
+	(void)state;
+	snprintf(prefix, sizeof(prefix), "/leasefs-etcdttl-%s/", tu_unique());
+	tu_etcd_settle(prefix);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_true(open_params(bad[i], 1000, &st, &err) < 0);
+		assert_int_equal(err.kind, LEASE_E_USAGE);
+	}
+	assert_int_equal(open_params("?max_ttl=2", 3000, &st, &err), 0);
+	assert_true(lease_acquire(st, "ttl/a", 0, &l, &err) < 0);
+	assert_int_equal(err.kind, LEASE_E_USAGE);
+	assert_non_null(strstr(err.msg, "max_ttl"));
+	lease_store_close(st);
+	assert_int_equal(open_params("?max_ttl=3", 3000, &st, &err), 0);
+	l = acquire_ok(st, "ttl/a", 0);
+	lease_free(l);
+	lease_store_close(st);
+}
+
+/*
+ * A prefix no grant was ever made under (as after an etcd that lost its
+ * data) grants nothing until its marker is max_ttl and a third old on
+ * etcd's clock: a try is told busy, naming the marker and the time left;
+ * a waiting acquire is granted no sooner; then every store on the prefix
+ * grants at once.
+ */
+static void test_new_store_waits(void **state)
+{
+	struct lease_store *st = NULL, *st2 = NULL;
+	struct lease_err err = { 0 };
+	struct lease *l = NULL;
+	int64_t t0, waited;
+
+	(void)state;
+	snprintf(prefix, sizeof(prefix), "/leasefs-etcdnew-%s/", tu_unique());
+	assert_int_equal(open_params("?max_ttl=1", 1000, &st, &err), 0);
+	assert_int_equal(open_params("?max_ttl=1", 1000, &st2, &err), 0);
+	t0 = lease_now_ns();
+	assert_int_equal(lease_acquire(st, "new/a", 0, &l, &err), -EBUSY);
+	assert_int_equal(err.kind, LEASE_E_HELD);
+	printf("# %s\n", err.msg);
+	assert_non_null(strstr(err.msg, "!store"));
+	assert_non_null(strstr(err.msg, "s to go"));
+	assert_int_equal(lease_acquire(st2, "new/b", 0, &l, &err), -EBUSY);
+	l = acquire_ok(st, "new/a", 10000);
+	waited = lease_now_ns() - t0;
+	printf("# a new store granted %.0f ms after the first try (max_ttl 1 s)\n",
+	       (double)waited / 1e6);
+	assert_true(waited >= 1333 * MS);
+	lease_free(l);
+	assert_int_equal(lease_acquire(st2, "new/b", 0, &l, &err), 0);
+	lease_free(l);
+	lease_store_close(st2);
+	lease_store_close(st);
+}
+
 static int teardown(void **state)
 {
 	(void)state;
 	reap_child();
 	return 0;
+}
+
+/* ---- etcd restarted without its data -------------------------------- */
+
+/* The first member's command line; with `other`, its cluster token
+ * replaced by another (a new cluster).  NULL-terminated, malloc'ed. */
+static char **member_argv(pid_t pid, bool other)
+{
+	static char buf[8192];
+	char path[64], **argv = calloc(64, sizeof(char *));
+	size_t n = 0, len;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	f = fopen(path, "re");
+	assert_non_null(f);
+	assert_non_null(argv);
+	len = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	for (size_t i = 0; i < len && n < 63; i += strlen(buf + i) + 1) {
+		bool token = other && n > 0 &&
+			     strcmp(argv[n - 1], "--initial-cluster-token") == 0;
+
+		argv[n++] = token ? strdup("leasefs-wiped") : strdup(buf + i);
+	}
+	assert_true(n > 1);
+	return argv;
+}
+
+static size_t discard(char *d, size_t s, size_t n, void *ud)
+{
+	(void)d;
+	(void)ud;
+	return s * n;
+}
+
+static bool etcd_answers(void)
+{
+	char url[512];
+	CURL *h = curl_easy_init();
+	long status = 0;
+
+	snprintf(url, sizeof(url), "%s/health", getenv("ETCD_CLIENT_URL"));
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 1000L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+	if (curl_easy_perform(h) == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(h);
+	return status == 200;
+}
+
+static pid_t our_etcd;
+
+static int kill_our_etcd(void **state)
+{
+	int status;
+
+	(void)state;
+	if (our_etcd > 0) {
+		kill(our_etcd, SIGTERM);
+		waitpid(our_etcd, &status, 0);
+	}
+	our_etcd = 0;
+	return 0;
+}
+
+/* Start argv as etcd (without the harness's ETCD_* variables, which etcd
+ * reads as flags) until it answers; a start that cannot bind yet (the
+ * killed one's threads still hold its ports) exits and is tried again. */
+static void etcd_start(char **argv)
+{
+	for (int tries = 0; tries < 50; tries++) {
+		int status;
+
+		our_etcd = fork();
+		assert_true(our_etcd >= 0);
+		if (our_etcd == 0) {
+			int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+			for (char **e = environ; *e;)
+				if (strncmp(*e, "ETCD_", 5) == 0) {
+					char name[128];
+
+					snprintf(name, sizeof(name), "%.*s",
+						 (int)strcspn(*e, "="), *e);
+					unsetenv(name);
+				} else {
+					e++;
+				}
+			dup2(null, STDOUT_FILENO);
+			dup2(null, STDERR_FILENO);
+			execv(argv[0], argv);
+			_exit(127);
+		}
+		for (int i = 0; i < 100; i++) {
+			if (waitpid(our_etcd, &status, WNOHANG) == our_etcd) {
+				our_etcd = 0;
+				break;
+			}
+			if (etcd_answers())
+				return;
+			poll(NULL, 0, 50);
+		}
+	}
+	fail_msg("etcd did not come back");
+}
+
+/* Kill -9 the first member and start it again at once: with its data, or
+ * (wipe) without it, as another cluster.  Returns the time of the kill. */
+static int64_t etcd_restart(bool wipe)
+{
+	pid_t old = etcd_pid();
+	char **argv = member_argv(old, wipe), pidbuf[16];
+	int64_t t_kill;
+	int status;
+
+	assert_int_equal(kill(old, SIGKILL), 0);
+	t_kill = lease_now_ns();
+	if (old == our_etcd)
+		waitpid(old, &status, 0);
+	our_etcd = 0;
+	if (wipe)
+		tu_rmrf(getenv("ETCD_DATA_DIR"));
+	etcd_start(argv);
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)our_etcd);
+	setenv("ETCD_PID", pidbuf, 1);
+	for (char **a = argv; *a; a++)
+		free(*a);
+	free(argv);
+	return t_kill;
+}
+
+/* etcd killed -9 and started again with its data: a prefix that has its
+ * marker grants at once, as before. */
+static void test_restart_keeps_marker(void **state)
+{
+	struct lease_store *st = open_ttl(3000);
+	struct lease *l = acquire_ok(st, "restart/a", 0), *l2 = NULL;
+	struct lease_err err = { 0 };
+	uint64_t epoch = lease_epoch(l);
+
+	(void)state;
+	lease_free(l);
+	etcd_restart(false);
+	assert_int_equal(lease_acquire(st, "restart/a", 0, &l2, &err), 0);
+	assert_true(lease_epoch(l2) > epoch);
+	lease_free(l2);
+	lease_store_close(st);
+}
+
+/*
+ * etcd killed -9 and started again at once without its data, as another
+ * cluster, under a holder: the holder turns lost (store) at the first
+ * keepalive the new member answers; a successor is refused at once, and
+ * granted no sooner than max_ttl and a third after the kill, when the
+ * holder is long lost.
+ */
+static void test_wipe(void **state)
+{
+	struct lease_store *st, *st2;
+	struct lease_err err = { 0 };
+	struct lease *l, *l2 = NULL;
+	int64_t t_kill, t_up, t_lost, t_grant, su;
+
+	(void)state;
+	snprintf(prefix, sizeof(prefix), "/leasefs-etcdwipe-%s/", tu_unique());
+	tu_etcd_settle(prefix);
+	assert_int_equal(open_params("?max_ttl=3", 3000, &st, &err), 0);
+	assert_int_equal(open_params("?max_ttl=3", 3000, &st2, &err), 0);
+	l = acquire_ok(st, "wipe/a", 5000);
+	su = lease_safe_until(l);
+	for (int i = 0; i < 200 && lease_safe_until(l) == su; i++)
+		assert_false(tu_wait_readable(lease_loss_fd(l), 20));
+	t_kill = etcd_restart(true);
+	t_up = lease_now_ns();
+	assert_int_equal(lease_acquire(st2, "wipe/a", 0, &l2, &err), -EBUSY);
+	assert_non_null(strstr(err.msg, "!store"));
+	t_lost = tu_wait_readable(lease_loss_fd(l), 5000) ? lease_now_ns() : 0;
+	printf("# etcd back %.0f ms after the kill; the holder lost (%s) %.0f ms "
+	       "after the kill\n", (double)(t_up - t_kill) / 1e6,
+	       lease_loss_str(lease_loss_reason(l)), (double)(t_lost - t_kill) / 1e6);
+	assert_true(t_lost > 0);
+	assert_int_equal(lease_loss_reason(l), LEASE_LOSS_STORE);
+	l2 = acquire_ok(st2, "wipe/a", 10000);
+	t_grant = lease_now_ns();
+	printf("# the successor granted %.0f ms after the kill (max_ttl 3 s)\n",
+	       (double)(t_grant - t_kill) / 1e6);
+	assert_true(t_grant - t_kill >= 4000 * MS);
+	lease_free(l2);
+	lease_free(l);
+	lease_store_close(st2);
+	lease_store_close(st);
 }
 
 /* ---- cluster (ETCD_MEMBERS=3) ------------------------------------- */
@@ -741,6 +1017,7 @@ static void test_tls_hold_and_revoke(void **state)
 
 	(void)state;
 	snprintf(prefix, sizeof(prefix), "/leasefs-etcdtls-%s/", tu_unique());
+	tu_etcd_settle(prefix);
 	st = open_tls(true);
 	op = open_tls(true);
 	l = acquire_ok(st, "tls/a", 5000);
@@ -787,6 +1064,8 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_unreachable),
+		cmocka_unit_test(test_max_ttl_param),
+		cmocka_unit_test(test_new_store_waits),
 		cmocka_unit_test(test_epochs_increase),
 		cmocka_unit_test(test_list),
 		cmocka_unit_test(test_contender_lease_vanishes),
@@ -796,6 +1075,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_operator_revoke),
 		cmocka_unit_test_teardown(test_sigstop_holder_fenced, teardown),
 		cmocka_unit_test(test_etcd_stopped),
+		/* Last: etcd is another process after them. */
+		cmocka_unit_test(test_restart_keeps_marker),
+		cmocka_unit_test_teardown(test_wipe, kill_our_etcd),
 	};
 	const struct CMUnitTest tls[] = {
 		cmocka_unit_test(test_tls_hold_and_revoke),

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <curl/curl.h>
+#include <openssl/evp.h>
 
 #include "mem.h"
 #include "testutil.h"
@@ -68,6 +70,50 @@ const char *tu_unique(void)
 
 	snprintf(buf, sizeof(buf), "%d-%u", (int)getpid(), ++counter);
 	return buf;
+}
+
+static size_t tu_discard(char *d, size_t s, size_t n, void *ud)
+{
+	(void)d;
+	(void)ud;
+	return s * n;
+}
+
+void tu_etcd_settle(const char *prefix)
+{
+	const char *base = getenv("ETCD_CLIENT_URL");
+	const char *tls[3] = { getenv("LEASEFS_ETCD_CA"),
+			       getenv("LEASEFS_ETCD_CERT"),
+			       getenv("LEASEFS_ETCD_KEY") };
+	char key[1024], k64[1400], url[512], body[1500];
+	CURL *h = curl_easy_init();
+	long status = 0;
+	CURLcode cc;
+
+	assert_non_null(base);
+	assert_non_null(h);
+	snprintf(key, sizeof(key), "%s!store", prefix);
+	assert_true(strlen(key) < 1000);
+	EVP_EncodeBlock((unsigned char *)k64, (const unsigned char *)key,
+			(int)strlen(key));
+	snprintf(url, sizeof(url), "%s/v3/kv/put", base);
+	snprintf(body, sizeof(body), "{\"key\":\"%s\"}", k64);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, tu_discard);
+	if (strncmp(base, "https:", 6) == 0) {
+		curl_easy_setopt(h, CURLOPT_CAINFO, tls[0]);
+		curl_easy_setopt(h, CURLOPT_SSLCERT, tls[1]);
+		curl_easy_setopt(h, CURLOPT_SSLKEY, tls[2]);
+	}
+	cc = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(h);
+	if (cc != CURLE_OK || status != 200)
+		fail_msg("settling etcd prefix %s: %s, HTTP %ld", prefix,
+			 curl_easy_strerror(cc), status);
 }
 
 /*
@@ -204,10 +250,12 @@ struct lease_store *tu_open_store(const char *backend, char **dir_out)
 		opts = &short_ttl;
 	} else if (strcmp(backend, "etcd") == 0) {
 		const char *ep = getenv("LEASEFS_ETCD_ENDPOINTS");
+		char prefix[128];
 
 		assert_non_null(ep);
-		snprintf(last_uri, sizeof(last_uri), "etcd://%s/leasefs-test-%s/",
-			 ep, tu_unique());
+		snprintf(prefix, sizeof(prefix), "/leasefs-test-%s/", tu_unique());
+		tu_etcd_settle(prefix);
+		snprintf(last_uri, sizeof(last_uri), "etcd://%s%s", ep, prefix);
 	} else {
 		fail_msg("unknown backend %s", backend);
 	}

@@ -27,5 +27,10 @@ struct lease_store *tu_open_store(const char *backend, char **dir_out);
 const char *tu_last_uri(void);
 /* Unique suffix for names: "<pid>-<counter>". */
 const char *tu_unique(void);
+/* The etcd store under `prefix` is an old one: its marker there and its
+ * grace run out (lease/etcd/settle.c), as if it had been used long ago.
+ * Written through the harness's first member ($ETCD_CLIENT_URL, TLS files
+ * from $LEASEFS_ETCD_CA, _CERT, _KEY). */
+void tu_etcd_settle(const char *prefix);
 
 #endif

@@ -190,8 +190,10 @@ static int txn_create(struct etcd_store *es, const char *name,
 		goto out;
 	}
 	body = create_body(&ck, value, g->id);
-	r = etcd_call(&es->cli, "/v3/kv/txn", body, deadline, name, &ans, code,
-		      err);
+	r = etcd_settle_guard(es, body, name, err);
+	if (r == 0)
+		r = etcd_call(&es->cli, "/v3/kv/txn", body, deadline, name,
+			      &ans, code, err);
 	json_object_put(body);
 	if (r < 0)
 		goto out;
@@ -363,7 +365,9 @@ int etcd_try_acquire(struct lease_store *st, const char *name,
 	uint64_t epoch = 0;
 	int r;
 
-	r = create_with_grant(es, name, sc, io_deadline, &g, &epoch, err);
+	r = etcd_settled(es, name, io_deadline, err);
+	if (r == 0)
+		r = create_with_grant(es, name, sc, io_deadline, &g, &epoch, err);
 	if (r < 0)
 		return r;
 	r = lease_alloc(st, name, epoch, sc, &l);

@@ -20,6 +20,7 @@
  *                    the revoke + TTL - margin, the holder has fenced itself
  *                    by then (Chubby's lock-delay).
  *                    '!' cannot start a name segment, so it never collides.
+ *   P!store, P!grace the store's age: no grant while it is new (settle.c).
  *
  * Holding: one thread per lease drives, on one curl multi handle, the
  * keepalives (every TTL/3, quick retry on failure) and a watch on P<name>
@@ -188,7 +189,7 @@ static int open_common(struct lease_store *st, const char *rest, bool tls,
 {
 	struct etcd_store *es;
 	const char *slash;
-	char *hosts = NULL;
+	char *hosts = NULL, *bare = NULL;
 	int r;
 
 	if (strncmp(rest, "//", 2) != 0)
@@ -203,6 +204,10 @@ static int open_common(struct lease_store *st, const char *rest, bool tls,
 	if (!es)
 		return lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
 	pthread_mutex_init(&es->spare_lock, NULL);
+	r = etcd_settle_uri(rest, &bare, &es->max_ttl_ms, err);
+	if (r < 0)
+		goto fail;
+	rest = bare;
 	slash = strchr(rest, '/');
 	hosts = slash ? strndup(rest, (size_t)(slash - rest)) : strdup(rest);
 	if (!hosts) {
@@ -216,12 +221,16 @@ static int open_common(struct lease_store *st, const char *rest, bool tls,
 		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
 		goto fail;
 	}
-	es->ttl_ms = st->opts.ttl_ms > 0 ? st->opts.ttl_ms : ETCD_DEFAULT_TTL_MS;
+	es->ttl_ms = st->opts.ttl_ms > 0 ? st->opts.ttl_ms
+		   : ETCD_DEFAULT_TTL_MS < es->max_ttl_ms ? ETCD_DEFAULT_TTL_MS
+		   : es->max_ttl_ms;
 	st->priv = es;
 	free(hosts);
+	free(bare);
 	return 0;
 fail:
 	free(hosts);
+	free(bare);
 	store_free(es);
 	return r;
 }
@@ -426,6 +435,8 @@ static void etcd_await_change(struct lease_store *st, const char *name,
 	struct create_keys ck;
 	int64_t rev = 0;
 
+	if (etcd_settle_await(es, deadline))
+		return;
 	if (etcd_create_keys_make(es, name, sc, &ck) < 0)
 		goto out;
 	if (present_at(es, ck.k, NULL, deadline, &rev))

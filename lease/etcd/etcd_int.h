@@ -29,6 +29,9 @@ struct etcd_store {
 	struct etcd_client cli;
 	char *prefix;      /* ends with '/' */
 	int64_t ttl_ms;    /* requested TTL */
+	/* URI max_ttl=: the longest TTL any holder of the store uses; no
+	 * grant while the store is younger than it and a third (settle.c). */
+	int64_t max_ttl_ms;
 	char *holder;      /* holder description of this process */
 	/* spare_lock protects spare_id, spare_sent and spare_ttl_ms: an etcd
 	 * lease granted by a try that lost, kept for the next try. */
@@ -88,6 +91,8 @@ struct etcd_lease {
 	int64_t watch_retry;
 	/* Used by the lease's owner after loss (etcd_hold_fence()). */
 	int64_t hold_next;
+	/* The cluster of the first keepalive answer; holder thread only. */
+	char cluster_id[24];
 };
 
 static inline struct etcd_store *etcd_store_priv(struct lease_store *s)
@@ -207,5 +212,25 @@ bool etcd_take_spare(struct etcd_store *es, struct grant *g);
 void *etcd_holder_thread(void *arg);
 void etcd_stop_holder(struct etcd_lease *el);
 
+/* settle.c: a store made anew grants nothing for max_ttl and a third. */
+/* Take "?max_ttl=SECONDS" off `rest` (after "etcd://"): *bare is the rest
+ * without it (malloc'ed), *max_ttl_ms the value or the default.  0 or
+ * LEASE_E_USAGE. */
+int etcd_settle_uri(const char *rest, char **bare, int64_t *max_ttl_ms,
+		struct lease_err *err);
+/* Before a grant: the TTL fits max_ttl and the store is old enough (its
+ * marker there, its grace run out; a missing marker is made).  0, busy
+ * naming how long is left, or -errno. */
+int etcd_settled(struct etcd_store *es, const char *name, int64_t deadline,
+		struct lease_err *err);
+/* Add to a grant's txn the compares that the store is still settled. */
+int etcd_settle_guard(const struct etcd_store *es, json_object *txn,
+		const char *name, struct lease_err *err);
+/* While the grace runs: block until it ends or `deadline`, true.  Else
+ * false at once. */
+bool etcd_settle_await(struct etcd_store *es, int64_t deadline);
+/* A keepalive's result from another cluster than the first one (etcd's
+ * cluster_id): marks the lease lost (store), true. */
+bool etcd_settle_other_cluster(struct etcd_lease *el, json_object *result);
 
 #endif

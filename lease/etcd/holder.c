@@ -81,6 +81,8 @@ static int64_t ka_parse(struct etcd_lease *el, CURLcode cc)
 	j = json_tokener_parse(el->ka.buf.p);
 	res = etcd_json_get(j, "result", NULL);
 	ttl = res ? etcd_json_i64(res, "TTL") * 1000 : -EIO;
+	if (res && etcd_settle_other_cluster(el, res))
+		ttl = 0; /* lost (store) */
 	json_object_put(j);
 	return ttl;
 }

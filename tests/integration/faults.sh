@@ -127,8 +127,8 @@ fc_store() {
 	    FC_URI_PROXY="nats://127.0.0.1:15432${FC_NATS_PARAMS-?max_ttl=$FC_TTL}"
 	    FC_PORT=4222 ;;
 	etcd) fc_etcd_up
-	    FC_URI="etcd://$FC_SRV:2379/fc"
-	    FC_URI_PROXY="etcd://127.0.0.1:15432/fc"
+	    FC_URI="etcd://$FC_SRV:2379/fc${FC_ETCD_PARAMS-?max_ttl=$FC_TTL}"
+	    FC_URI_PROXY="etcd://127.0.0.1:15432/fc${FC_ETCD_PARAMS-?max_ttl=$FC_TTL}"
 	    FC_PORT=2379 ;;
 	fs) mkdir -p "$T/fsstore"; FC_URI="fsstore:$T/fsstore"; FC_URI_PROXY=$FC_URI; FC_PORT= ;;
 	*) fail "unknown store $1" ;;
@@ -152,9 +152,14 @@ fc_restart() {
 		fc_pg_up; fc_pg_migrate
 	    else fc_pg_up; fi ;;
 	nats) [ "${1:-}" != fresh ] || rm -rf "$T/js"; fc_nats_up ;;
-	etcd) [ "${1:-}" != fresh ] || rm -rf "$T/etcd"; fc_etcd_up ;;
+	etcd) [ "${1:-}" != fresh ] || rm -rf "$T/etcd"
+	    # A killed etcd's threads may hold its ports a moment after its
+	    # main thread is a zombie (wait_pid_gone).
+	    wait_until 10 fc_etcd_ports_free || fail "etcd's ports still taken after its kill"
+	    fc_etcd_up ;;
 	esac
 }
+fc_etcd_ports_free() { ! srv ss -Hltn 'sport = :2379 or sport = :2380' | grep -q .; }
 
 PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 fc_as_pg() { runuser -u postgres -- "$@"; }

@@ -233,6 +233,18 @@ start_host_b() {
 }
 on_b() { nsenter -t "$HOST_B_PID" -m "$@"; }
 
+# etcd_settle PREFIX: the etcd store under PREFIX (ending in /) is an old
+# one: its marker there and no grace to wait out (lease/etcd/settle.c), as
+# an etcd used long before; written through the harness's first member.
+etcd_settle() {
+	local k tls=()
+	k=$(printf '%s!store' "$1" | base64 -w0)
+	[ -z "${LEASEFS_ETCD_CA:-}" ] ||
+		tls=(--cacert "$LEASEFS_ETCD_CA" --cert "$LEASEFS_ETCD_CERT" --key "$LEASEFS_ETCD_KEY")
+	curl -sf "${tls[@]}" --max-time 5 -d "{\"key\":\"$k\"}" "$ETCD_CLIENT_URL/v3/kv/put" >/dev/null ||
+		fail "cannot settle the etcd prefix $1"
+}
+
 # peer_start CMD...: a harness peer (tests/integration/*_peer*) in the
 # background, killed at exit: its output in $PEER_OUT, its stdin on fd
 # $PEER_IN (closing it releases what it holds).

@@ -30,6 +30,7 @@ IT_TIMEOUT=${IT_TIMEOUT:-300}
 EP=${LEASEFS_ETCD_ENDPOINTS%%,*}
 U="etcd://$EP/leasefs-it-fence-$$"
 UD="etcd://$EP/leasefs-it-gap-$$"
+for p in fence-$$ fence-$$-p1 fence-$$-p2 gap-$$; do etcd_settle "/leasefs-it-$p/"; done
 now_ms() { date +%s%3N; }
 start_host_b
 
