@@ -38,88 +38,64 @@ void lfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		core_releasedir(fs, d);
 }
 
-/* One entry without attributes (node id 0: the kernel looks it up itself
- * if asked). */
-static size_t add_plain(fuse_req_t req, char *buf, size_t rem,
-			const struct dirent *de, bool plus)
+/* A reply's buffer being filled with entries (core_readdir()). */
+struct dir_sink {
+	fuse_req_t req;
+	struct lfs *fs;
+	char *buf;
+	size_t size, pos;
+	bool plus;
+};
+
+/* One entry packed as the kernel reads it: plain, or with attributes
+ * (`e`; NULL: node id 0, which the kernel looks up itself if asked).  > 0
+ * when it did not fit, its reference dropped. */
+static int add_entry(struct dir_sink *k, const struct dirent *de,
+		     const struct lfs_entry *e)
 {
-	struct fuse_entry_param e = { 0 };
+	struct fuse_entry_param out = { 0 };
+	size_t rem = k->size - k->pos, n;
 
-	e.attr.st_ino = de->d_ino;
-	e.attr.st_mode = (mode_t)de->d_type << 12;
-	if (!plus)
-		return fuse_add_direntry(req, buf, rem, de->d_name, &e.attr,
-					 de->d_off);
-	return fuse_add_direntry_plus(req, buf, rem, de->d_name, &e,
-				      de->d_off);
-}
-
-/* Adds one entry at buf; returns its size (> rem means it did not fit
- * and no reference was taken) or -errno. */
-static ssize_t dir_add(fuse_req_t req, struct lfs_dir *d, char *buf,
-		       size_t rem, const struct dirent *de, bool plus)
-{
-	struct lfs *fs = req_fs(req);
-	struct caller c = caller_of(req);
-	struct fuse_entry_param out;
-	struct lfs_entry e;
-	size_t n;
-	int rc;
-
-	if (!plus)
-		return (ssize_t)add_plain(req, buf, rem, de, false);
-	rc = core_dir_lookup(fs, d, de, &c, &e);
-	if (rc == -EACCES)
-		return (ssize_t)add_plain(req, buf, rem, de, true);
-	if (rc < 0)
-		return rc;
-	entry_fill(fs, &e, &out);
-	n = fuse_add_direntry_plus(req, buf, rem, de->d_name, &out, de->d_off);
-	if (n > rem)
-		table_unref(fs, e.inode, 1);
-	return (ssize_t)n;
-}
-
-/* Entries from `off` into buf until it is full: the bytes used, or the
- * first error (*err). */
-static size_t fill(fuse_req_t req, struct lfs_dir *d, char *buf, size_t size,
-		   off_t off, bool plus, int *err)
-{
-	const struct dirent *de;
-	size_t pos = 0;
-
-	while ((de = core_dir_peek(d, off, err)) != NULL) {
-		ssize_t n = dir_add(req, d, buf + pos, size - pos, de, plus);
-
-		if (n < 0)
-			*err = (int)n;
-		if (n < 0 || (size_t)n > size - pos)
-			break;
-		pos += (size_t)n;
-		core_dir_next(d);
-		off = d->offset;
+	if (e) {
+		entry_fill(k->fs, e, &out);
+	} else {
+		out.attr.st_ino = de->d_ino;
+		out.attr.st_mode = (mode_t)de->d_type << 12;
 	}
-	return pos;
+	if (k->plus)
+		n = fuse_add_direntry_plus(k->req, k->buf + k->pos, rem,
+					   de->d_name, &out, de->d_off);
+	else
+		n = fuse_add_direntry(k->req, k->buf + k->pos, rem, de->d_name,
+				      &out.attr, de->d_off);
+	if (n > rem) {
+		if (e)
+			table_unref(k->fs, e->inode, 1);
+		return 1;
+	}
+	k->pos += n;
+	return 0;
 }
 
 static void do_readdir(fuse_req_t req, size_t size, off_t off,
 		       struct fuse_file_info *fi, bool plus)
 {
-	char *buf = malloc(size);
-	size_t pos;
-	int rc = 0;
+	struct caller c = caller_of(req);
+	struct dir_sink k = { .req = req, .fs = req_fs(req),
+			      .buf = malloc(size), .size = size, .plus = plus };
+	int rc;
 
-	if (!buf) {
+	if (!k.buf) {
 		reply_err(req, -ENOMEM);
 		return;
 	}
-	pos = fill(req, dir_of(fi), buf, size, off, plus, &rc);
+	rc = core_readdir(k.fs, dir_of(fi), off, plus, &c, add_entry, &k);
 	/* A partial listing is still progress; the error recurs next call. */
-	if (pos == 0 && rc < 0)
+	if (k.pos == 0 && rc < 0)
 		reply_err(req, rc);
 	else
-		fuse_reply_buf(req, buf, pos);
-	free(buf);
+		fuse_reply_buf(req, k.buf, k.pos);
+	free(k.buf);
 }
 
 void lfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

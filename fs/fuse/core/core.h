@@ -440,15 +440,24 @@ struct lfs_dir {
 int core_opendir(struct lfs *fs, struct lfs_inode *inode,
 		 const struct caller *c, struct lfs_dir **out);
 void core_releasedir(struct lfs *fs, struct lfs_dir *d);
-/* The entry at the kernel's offset `off`: NULL at the end (*err 0) or on
- * an error (*err -errno).  It stays the next one until core_dir_next(). */
-const struct dirent *core_dir_peek(struct lfs_dir *d, off_t off, int *err);
-void core_dir_next(struct lfs_dir *d);
-/* The peeked entry looked up as `c` (readdirplus): 0, -EACCES where `c`
- * may list the directory but not look the name up (and for the dots),
- * or -errno. */
-int core_dir_lookup(struct lfs *fs, struct lfs_dir *d, const struct dirent *de,
-		    const struct caller *c, struct lfs_entry *e);
+/* Where a listing's entries go: the front end's, opaque here. */
+struct dir_sink;
+/* One entry to `sink`, with its looked-up record and attributes in `e`
+ * (readdirplus; NULL: none, for the dots and names the caller may list
+ * but not look up).  0: taken, go on; > 0: did not fit, stop (e's
+ * reference is the sink's to drop); < 0: -errno, stop. */
+typedef int dir_emit_fn(struct dir_sink *sink, const struct dirent *de,
+			const struct lfs_entry *e);
+/*
+ * d's entries from the kernel's offset `off` into `sink` until it is full
+ * or the directory ends: 0, or the -errno that stopped it (reading, a
+ * lookup, or emit).  An entry that did not fit is the first of the next
+ * call from its offset.  With `plus`, each entry is looked up as `c`,
+ * the whole listing in one caller_enter() scope.
+ */
+int core_readdir(struct lfs *fs, struct lfs_dir *d, off_t off, bool plus,
+		 const struct caller *c, dir_emit_fn *emit,
+		 struct dir_sink *sink);
 int core_fsyncdir(struct lfs_dir *d, bool datasync);
 int core_statfs(struct lfs *fs, struct lfs_inode *inode, struct statvfs *sv);
 

@@ -57,7 +57,9 @@ void core_releasedir(struct lfs *fs, struct lfs_dir *d)
 	free(d);
 }
 
-const struct dirent *core_dir_peek(struct lfs_dir *d, off_t off, int *err)
+/* The entry at the kernel's offset `off`: NULL at the end (*err 0) or on
+ * an error (*err -errno).  It stays the next one until dir_next(). */
+static const struct dirent *dir_peek(struct lfs_dir *d, off_t off, int *err)
 {
 	*err = 0;
 	if (off != d->offset) {
@@ -74,29 +76,51 @@ const struct dirent *core_dir_peek(struct lfs_dir *d, off_t off, int *err)
 	return d->pending;
 }
 
-void core_dir_next(struct lfs_dir *d)
+static void dir_next(struct lfs_dir *d)
 {
-	if (!d->pending)
-		return;
 	d->offset = d->pending->d_off;
 	d->pending = NULL;
 }
 
-/* Dots, and names the caller may list but not look up (a directory with
- * read but no search permission), are -EACCES: the front end answers them
- * without attributes, and the kernel looks them up itself if asked. */
-int core_dir_lookup(struct lfs *fs, struct lfs_dir *d, const struct dirent *de,
-		    const struct caller *c, struct lfs_entry *e)
+/* One entry to the sink, looked up first with `plus`.  Dots, and names
+ * the caller may list but not look up (a directory with read but no
+ * search permission), go without attributes: the kernel then looks them
+ * up itself if asked. */
+static int dir_emit(struct lfs *fs, struct lfs_dir *d, const struct dirent *de,
+		    bool plus, dir_emit_fn *emit, struct dir_sink *sink)
 {
-	struct acting a;
+	struct lfs_entry e;
 	int rc;
 
-	if (is_dot(de->d_name))
-		return -EACCES;
-	caller_enter(fs, c, NULL, &a);
-	rc = lookup_at(fs, dirfd(d->dp), de->d_name, e);
-	caller_leave(fs, &a);
-	return rc;
+	if (!plus || is_dot(de->d_name))
+		return emit(sink, de, NULL);
+	rc = lookup_at(fs, dirfd(d->dp), de->d_name, &e);
+	if (rc == -EACCES)
+		return emit(sink, de, NULL);
+	return rc < 0 ? rc : emit(sink, de, &e);
+}
+
+int core_readdir(struct lfs *fs, struct lfs_dir *d, off_t off, bool plus,
+		 const struct caller *c, dir_emit_fn *emit,
+		 struct dir_sink *sink)
+{
+	const struct dirent *de;
+	struct acting a;
+	int rc = 0;
+
+	/* The entries' lookups are the caller's. */
+	if (plus)
+		caller_enter(fs, c, NULL, &a);
+	while ((de = dir_peek(d, off, &rc)) != NULL) {
+		rc = dir_emit(fs, d, de, plus, emit, sink);
+		if (rc != 0)
+			break;
+		dir_next(d);
+		off = d->offset;
+	}
+	if (plus)
+		caller_leave(fs, &a);
+	return rc < 0 ? rc : 0;
 }
 
 int core_fsyncdir(struct lfs_dir *d, bool datasync)
