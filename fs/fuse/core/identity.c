@@ -12,9 +12,9 @@
  *
  * Scoped: caller_enter() switches what differs from the daemon's
  * identity, caller_leave() switches exactly that back, so no thread keeps
- * a caller's identity past the operation (a setfsuid or setfsgid is one
- * credential update, about 0.3 us; a uid 0 caller with the daemon's gid
- * changes nothing).  Opening an inode by handle, registering a backing
+ * a caller's identity past the operation (each switch is a credential
+ * update, 2-3 us on a VM: scripts/BENCH.md, "Scoped identity"; a uid 0
+ * caller with the daemon's gid changes nothing).  Opening an inode by handle, registering a backing
  * file and the daemon's own chmods happen outside a scope, as the daemon.
  *
  * FUSE does not send a caller's supplementary groups: they are read from
