@@ -261,6 +261,18 @@ static void test_held_everything_passes(void **state)
 	}
 }
 
+/* The re-check the layer behind asks right before a backing call: 0
+ * while the lease is healthy, -EROFS once it is lost (a mutation admitted
+ * before the loss is refused there). */
+static void test_recheck_after_loss(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(gate_recheck(f->gate), 0);
+	lose_root(f);
+	assert_int_equal(gate_recheck(f->gate), -EROFS);
+}
+
 static void test_lost_exactly_mutations_refused(void **state)
 {
 	struct fx *f = *state;
@@ -451,6 +463,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_docs_list_mutating_ops),
 		cmocka_unit_test_setup_teardown(test_held_everything_passes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_exactly_mutations_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_recheck_after_loss, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_absent_ops_stay_absent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counts, setup, teardown),
 	};

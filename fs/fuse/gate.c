@@ -49,10 +49,6 @@ struct gate {
 	_Atomic uint64_t refused[GOP_COUNT];
 };
 
-/* Whether the request this thread serves was admitted as a mutation (set
- * by admit(), cleared when its inner operation returned). */
-static __thread struct gate *tl_admitted;
-
 static struct gate *gate_of(fuse_req_t req)
 {
 	return ((struct lfs_session *)fuse_req_userdata(req))->gate;
@@ -71,10 +67,8 @@ static struct gate *admit(fuse_req_t req, enum gate_op op)
 	struct gate *g = gate_of(req);
 
 	bump(&g->requests[op]);
-	if (coord_enter(g->coord) == 0) {
-		tl_admitted = g;
+	if (coord_enter(g->coord) == 0)
 		return g;
-	}
 	bump(&g->refused[op]);
 	fuse_reply_err(req, EROFS);
 	return NULL;
@@ -82,15 +76,12 @@ static struct gate *admit(fuse_req_t req, enum gate_op op)
 
 static void leave(struct gate *g)
 {
-	tl_admitted = NULL;
 	coord_exit(g->coord);
 }
 
-int gate_recheck(void)
+int gate_recheck(const struct gate *g)
 {
-	struct gate *g = tl_admitted;
-
-	return g && coord_healthy(g->coord) < 0 ? -EROFS : 0;
+	return coord_healthy(g->coord) < 0 ? -EROFS : 0;
 }
 
 /* MAY_WRITE: an open can change ROOT with write access or O_TRUNC. */
@@ -99,7 +90,7 @@ static bool gate_writes_open(fuse_req_t req, fuse_ino_t ino,
 {
 	(void)req;
 	(void)ino;
-	return (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+	return lfs_open_writes(fi->flags);
 }
 
 /* The three kinds of wrapper.  Each counts the request; a mutation runs

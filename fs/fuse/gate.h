@@ -47,11 +47,11 @@ void gate_free(struct gate *g);
 
 /*
  * For the layer behind the gate, right before each backing call that
- * changes ROOT: -EROFS if the request this thread serves was admitted as
- * a mutation and its lease is no longer healthy now (lost, or past its
- * safe-until: a thread paused between admission and the call), else 0.
- * One thread-local load for requests that were not admitted.
+ * changes ROOT on behalf of a request `g` admitted as a mutation (the
+ * passthrough's core takes it as its admission, core.h): -EROFS if the
+ * lease is no longer healthy now (lost, or past its safe-until: a thread
+ * paused between admission and the call), else 0.
  */
-int gate_recheck(void);
+int gate_recheck(const struct gate *g);
 
 #endif

@@ -149,9 +149,8 @@ static int register_backing(struct lfs *fs, const struct lfs_session *s,
 		return neg_errno();
 	if (mnt_id != fs->root_mnt_id)
 		return -EXDEV;
-	/* open_by_handle_at needs CAP_DAC_READ_SEARCH, which a caller's
-	 * fsuid has dropped. */
-	act_as(fs->own_uid, fs->own_gid);
+	/* open_by_handle_at needs CAP_DAC_READ_SEARCH: as the daemon
+	 * (outside any caller_enter()). */
 	pfd = open_by_handle_at(fs->pt_mount_fd, &hb.fh, O_PATH | O_CLOEXEC);
 	if (pfd < 0)
 		return neg_errno();

@@ -8,39 +8,23 @@
  * its parent and never follows a symlink at that name (AT_SYMLINK_NOFOLLOW,
  * O_NOFOLLOW, or calls that never follow); /proc/self/fd/N is used only to
  * reach the inode an O_PATH fd already names.  So no operation can leave
- * ROOT through a symlink, whatever the backing directory holds.  Backing
- * calls made for a caller run as the caller (creds.c); the inode table is
- * inode.c's.
+ * ROOT through a symlink, whatever the backing directory holds.  Every
+ * backing call is the core's (core/core.h: FUSE-free, acting as the
+ * caller, re-checking the admission of a mutation); the lfs_<op> handlers
+ * translate a request into one core call and its result into one reply.
  *
  * Policy comes from struct lfs_config (cache timeouts, whether the page
  * cache is kept across opens); the passthrough decides none of it and
  * knows nothing of leases: the daemon composes the gate in front of
  * lfs_ops().
  *
- * Error convention: helpers return 0 or -errno; reply_err() is the one
+ * Error convention: the core returns 0 or -errno; reply_err() is the one
  * place that turns an error into a FUSE reply.
  */
 #include <dirent.h>
-#include <grp.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <limits.h>
-#include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <linux/openat2.h>
-#include <sched.h>
-#include <sys/fsuid.h>
-#include <sys/mount.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <sys/syscall.h>
-#include <sys/xattr.h>
-#include <unistd.h>
 
 #include "lfs_int.h"
 #include "ops.h"
@@ -79,7 +63,7 @@ static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 	/* ACLs enforced by the kernel as ext4 does (it also implies
 	 * default_permissions); modes arrive unmasked with the caller's
 	 * umask beside them, which the backing fs applies or replaces by a
-	 * default ACL (see as_caller_masked). */
+	 * default ACL (see caller_enter()). */
 	want(conn, FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK);
 	/* An acknowledged write must have passed the gate. */
 	refuse(conn, FUSE_CAP_WRITEBACK_CACHE);
@@ -116,53 +100,12 @@ const struct fuse_lowlevel_ops *lfs_ops(void)
 
 int lfs_new(const struct lfs_config *cfg, struct lfs **out)
 {
-	struct lfs *fs = calloc(1, sizeof(*fs));
-	int rc;
+	int rc = core_new(cfg, out);
 
-	if (!fs)
-		return -ENOMEM;
-	fs->cfg = *cfg;
-	fs->root.fd = -1;
-	fs->mount_fd = fs->proc_fd = -1;
-	fs->pt_tree_fd = fs->pt_mount_fd = -1;
-	pthread_mutex_init(&fs->lock, NULL);
-	pthread_mutex_init(&fs->open_lock, NULL);
-	pthread_mutex_init(&fs->io_lock, NULL);
-	fs->nbuckets = LFS_TABLE_MIN_BUCKETS;
-	fs->buckets = calloc(fs->nbuckets, sizeof(*fs->buckets));
-	fs->root_path = strdup(cfg->root);
-	if (!fs->buckets || !fs->root_path) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	fs->proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fs->proc_fd < 0) {
-		rc = neg_errno();
-		goto fail;
-	}
-	fs->cfg.root = fs->root_path;
-	atomic_init(&fs->entry_timeout, cfg->entry_timeout);
-	atomic_init(&fs->attr_timeout, cfg->attr_timeout);
-	atomic_init(&fs->keep_cache, cfg->keep_cache);
-	rc = save_creds(fs);
-	if (rc < 0)
-		goto fail;
-	set_fd_budget(fs);
-	/* Unreadable ranges (not a regular file, too big) count as none:
-	 * each uid is then a person of its own, as before ranges existed. */
-	rc = persons_load(&fs->persons, cfg->subuid_path);
-	if (rc == -ENOMEM)
-		goto fail;
-	rc = open_root(fs);
-	if (rc < 0)
-		goto fail;
 	/* Without the clone (an unprivileged daemon, a kernel without
 	 * open_tree) reads stay the daemon's. */
-	fs->pt_setup_err = backing_setup(fs);
-	*out = fs;
-	return 0;
-fail:
-	lfs_free(fs);
+	if (rc == 0)
+		(*out)->pt_setup_err = backing_setup(*out);
 	return rc;
 }
 
@@ -200,33 +143,23 @@ int lfs_passthrough(const struct lfs *fs)
 void lfs_after_loss(struct lfs *fs, struct fuse_session *se)
 {
 	size_t n, i;
-	fuse_ino_t *ids;
+	struct lfs_inode **all;
 
 	atomic_store(&fs->keep_cache, false);
 	atomic_store(&fs->entry_timeout, LFS_LOST_TIMEOUT);
 	atomic_store(&fs->attr_timeout, LFS_LOST_TIMEOUT);
-	ids = known_nodes(fs, &n);
-	/* A node forgotten meanwhile answers ENOENT: nothing to drop. */
-	for (i = 0; ids && i < n; i++)
-		fuse_lowlevel_notify_inval_inode(se, ids[i], 0, 0);
-	free(ids);
+	all = known_inodes(fs, &n);
+	/* Only node ids are used, never the records (which may go): a node
+	 * forgotten meanwhile answers ENOENT, nothing to drop. */
+	for (i = 0; all && i < n; i++)
+		fuse_lowlevel_notify_inval_inode(se, node_id(fs, all[i]), 0, 0);
+	free(all);
 }
 
 void lfs_free(struct lfs *fs)
 {
 	if (!fs)
 		return;
-	table_free(fs);
 	backing_teardown(fs);
-	if (fs->root.fd >= 0)
-		close(fs->root.fd);
-	if (fs->mount_fd >= 0)
-		close(fs->mount_fd);
-	if (fs->proc_fd >= 0)
-		close(fs->proc_fd);
-	pthread_mutex_destroy(&fs->lock);
-	pthread_mutex_destroy(&fs->open_lock);
-	pthread_mutex_destroy(&fs->io_lock);
-	free(fs->root_path);
-	free(fs);
+	core_free(fs);
 }

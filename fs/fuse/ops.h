@@ -19,7 +19,17 @@
 #ifndef LEASEFS_OPS_H
 #define LEASEFS_OPS_H
 
+#include <fcntl.h>
+#include <stdbool.h>
+
 #define LFS_FI struct fuse_file_info *fi
+
+/* MAY_WRITE's predicate for open: write access or O_TRUNC can change
+ * ROOT (the gate admits such an open; the passthrough re-checks it). */
+static inline bool lfs_open_writes(int flags)
+{
+	return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+}
 
 #define LFS_OPS(X)                                                            \
 	X(lookup, READS, "", (fuse_req_t req, fuse_ino_t parent, const char *name), \

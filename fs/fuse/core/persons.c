@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lfs_int.h"
+#include "core.h"
 
 #define PERSONS_FILE_MAX (4 << 20)
 #define PERSONS_RANGES_MAX 16384

@@ -7,10 +7,9 @@
  * the kernel forgets the inode, or - once the fd budget is spent - a file
  * handle from which an O_PATH fd is reopened per use (open_by_handle_at).
  * So the number of inodes the kernel may keep is bounded by memory, not by
- * RLIMIT_NOFILE.
+ * RLIMIT_NOFILE.  (The front end maps records to node ids: lfs_int.h.)
  */
 #include <errno.h>
-#include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -18,19 +17,18 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "lfs_int.h"
+#include "beneath.h"
+#include "core.h"
 
 /* An O_PATH fd for inode: its own, or a fresh one from its handle; give
- * it back with inode_fd_put().  A handle needs CAP_DAC_READ_SEARCH: that
- * path acts as the daemon itself. */
+ * it back with inode_fd_put().  A handle needs CAP_DAC_READ_SEARCH: never
+ * called while acting as a caller. */
 int inode_fd(struct lfs *fs, struct lfs_inode *inode)
 {
 	int fd;
 
 	if (inode->fd >= 0)
 		return inode->fd;
-	if (fs->switch_creds)
-		act_as(fs->own_uid, fs->own_gid);
 	fd = open_by_handle_at(fs->mount_fd, inode->handle, O_PATH | O_CLOEXEC);
 	if (fd >= 0)
 		return fd;
@@ -251,11 +249,11 @@ void table_detach(struct lfs *fs, struct lfs_inode *inode)
 
 /* Drops n kernel references; frees the record when none remain.  The
  * kernel forgetting more than it was given is an accounting bug on one
- * side: said on stderr, then clamped (the record goes). */
-void table_unref(struct lfs *fs, struct lfs_inode *inode, uint64_t n)
+ * side: clamped (the record goes), and how many too many returned for
+ * the front end to say. */
+uint64_t table_unref(struct lfs *fs, struct lfs_inode *inode, uint64_t n)
 {
 	uint64_t had;
-	ino_t ino = inode->ino; /* immutable; the record may go after unlock */
 	bool dead = false;
 
 	pthread_mutex_lock(&fs->lock);
@@ -267,15 +265,9 @@ void table_unref(struct lfs *fs, struct lfs_inode *inode, uint64_t n)
 	}
 	pthread_mutex_unlock(&fs->lock);
 
-	/* Through libfuse's log, which the daemon takes into its own (the
-	 * journal or syslog; stderr under -d): no dependency on fs/daemon. */
-	if (n > had)
-		fuse_log(FUSE_LOG_ERR, "BUG: the kernel forgot %llu references "
-			 "of inode %llu, which it held %llu times\n",
-			 (unsigned long long)n, (unsigned long long)ino,
-			 (unsigned long long)had);
 	if (dead)
 		inode_destroy(fs, inode);
+	return n > had ? n - had : 0;
 }
 
 /* The mount id handles must carry to be opened through the root; -1 (no
@@ -441,24 +433,6 @@ void open_put(struct lfs *fs, uid_t uid)
 	pthread_mutex_unlock(&fs->open_lock);
 }
 
-/*
- * The root the lease names is a canonical path (no symlinks in it).  Open
- * exactly that, refusing any symlink that appeared in the path since it
- * was resolved: the daemon must serve the directory it holds the lease on.
- */
-static int open_canonical_dir(const char *path)
-{
-	struct open_how how = {
-		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-	long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
-
-	if (fd < 0 && errno == ENOSYS)
-		fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return (int)fd;
-}
-
 /* On FUSE or overlayfs, whose writers behind the layer leasefs cannot
  * see (fs/cli/stacked.c says which and why). */
 static bool root_is_stacked(int fd)
@@ -475,9 +449,14 @@ int open_root(struct lfs *fs)
 	struct stat st;
 	int rc;
 
-	fs->root.fd = open_canonical_dir(fs->root_path);
-	if (fs->root.fd < 0)
-		return neg_errno();
+	/* The root the lease names is a canonical path: exactly that,
+	 * refusing any symlink that appeared in it since it was resolved. */
+	fs->root.fd = lease_open_canonical_dir(fs->root_path, O_PATH);
+	if (fs->root.fd < 0) {
+		rc = fs->root.fd;
+		fs->root.fd = -1;
+		return rc;
+	}
 	rc = stat_fd(fs->root.fd, &st);
 	if (rc < 0)
 		return rc;
@@ -495,20 +474,19 @@ int open_root(struct lfs *fs)
 	return 0;
 }
 
-/* Node ids of every inode the kernel holds; *n of them, malloc'ed. */
-fuse_ino_t *known_nodes(struct lfs *fs, size_t *n)
+struct lfs_inode **known_inodes(struct lfs *fs, size_t *n)
 {
-	fuse_ino_t *ids;
+	struct lfs_inode **all;
 	size_t i, k = 0;
 
 	pthread_mutex_lock(&fs->lock);
-	ids = malloc(sizeof(*ids) * (fs->count ? fs->count : 1));
-	for (i = 0; ids && i < fs->nbuckets; i++)
+	all = malloc(sizeof(*all) * (fs->count ? fs->count : 1));
+	for (i = 0; all && i < fs->nbuckets; i++)
 		for (struct lfs_inode *p = fs->buckets[i]; p; p = p->next)
-			ids[k++] = node_id(fs, p);
+			all[k++] = p;
 	pthread_mutex_unlock(&fs->lock);
 	*n = k;
-	return ids;
+	return all;
 }
 
 void table_free(struct lfs *fs)
