@@ -6,9 +6,8 @@
  * person with 65,536 uids has one allowance.  uid 0 is always its own
  * person; a range root owns is one person of its own, never root.
  *
- * The arbiter's slots (hostd.c) count by it.  The same mapping as the
- * open-file budgets' (fs/fuse/README.md, "Budgets"; fs/fuse/persons.c
- * predates this one and reads the file the same way).
+ * The arbiter's slots (hostd.c) and the passthrough's open-file budgets
+ * (fs/fuse/README.md, "Budgets") count by it.
  */
 #ifndef LEASEFS_PERSONS_H
 #define LEASEFS_PERSONS_H

@@ -46,7 +46,7 @@ int core_new(const struct lfs_config *cfg, struct lfs **out)
 	set_fd_budget(fs);
 	/* Unreadable ranges (not a regular file, too big) count as none:
 	 * each uid is then a person of its own, as before ranges existed. */
-	rc = persons_load(&fs->persons, cfg->subuid_path);
+	rc = ws_persons_load(&fs->persons, cfg->subuid_path);
 	if (rc == -ENOMEM)
 		goto fail;
 	rc = open_root(fs);

@@ -19,7 +19,6 @@
  *   core.c      the object
  *   identity.c  acting as the caller (fsuid/fsgid, groups, umask)
  *   inode.c     inode table, file handles, fd budget, the root record
- *   persons.c   whose budget a caller's opens count against
  *   entry.c     names: lookup, make, link, remove, rename
  *   attr.c      attributes, suid/sgid rules, readlink, O_NOATIME after loss
  *   file.c      open files: create, open, write, sync, ranges
@@ -43,6 +42,7 @@
 #include <sys/uio.h>
 
 #include "lfs_config.h"
+#include "persons.h" /* fs/workspace: a uid's person */
 
 #define LFS_TABLE_MIN_BUCKETS 1024u
 #define PROC_FD_PATH_MAX 32
@@ -63,17 +63,6 @@ struct lfs_inode {
 	bool direct;            /* every open is direct (FOPEN_DIRECT_IO) */
 	bool bypassed;          /* this period wrote past the page cache */
 	bool cache_stale;       /* ... so the next one must not keep it */
-};
-
-/* Subordinate uids [start, end) and the person they count as. */
-struct subrange {
-	uint32_t start, end;
-	uint64_t person;
-};
-struct persons {
-	struct subrange *r;     /* sorted by start */
-	size_t n;
-	size_t skipped;         /* lines that did not parse */
 };
 
 struct lfs {
@@ -103,8 +92,8 @@ struct lfs {
 	long keep_dirs;         /* keep a directory's fd below this many */
 	long open_budget;       /* open files and directories, all callers */
 	long open_reserve;      /* ... of which only uid 0 may take the last */
-	long per_user;          /* ... and per person (persons.c) */
-	struct persons persons; /* subordinate uid ranges; immutable after
+	long per_user;          /* ... and per person (ws_person_of) */
+	struct ws_persons persons; /* subordinate uid ranges; immutable after
 				 * lfs_new() */
 
 	/* FUSE passthrough (iomode.c).  Backing files are opened on a
@@ -277,11 +266,6 @@ void set_fd_budget(struct lfs *fs);
  * other than uid 0, the reserve left). */
 int open_get(struct lfs *fs, uid_t uid);
 void open_put(struct lfs *fs, uid_t uid);
-/* persons.c: the subordinate ranges in `path` (NULL or missing: none):
- * 0 or -errno.  A uid's person: its range's owner, else itself. */
-int persons_load(struct persons *p, const char *path);
-uint64_t persons_of(const struct persons *p, uid_t uid);
-void persons_free(struct persons *p);
 /* Open the canonical root and make it the pinned root record. */
 int open_root(struct lfs *fs);
 void table_free(struct lfs *fs);

@@ -397,7 +397,7 @@ static bool others_below_reserve_locked(const struct lfs *fs)
 
 int open_get(struct lfs *fs, uid_t uid)
 {
-	uint64_t person = persons_of(&fs->persons, uid);
+	uint64_t person = ws_person_of(&fs->persons, uid);
 	struct uid_count *u;
 	int r = 0;
 
@@ -424,7 +424,7 @@ void open_put(struct lfs *fs, uid_t uid)
 	struct uid_count *u;
 
 	pthread_mutex_lock(&fs->open_lock);
-	u = user_find_locked(fs, persons_of(&fs->persons, uid));
+	u = user_find_locked(fs, ws_person_of(&fs->persons, uid));
 	if (u && u->n > 0) {
 		u->n--;
 		fs->open_total--;
@@ -493,7 +493,7 @@ void table_free(struct lfs *fs)
 {
 	free(fs->users);
 	fs->users = NULL;
-	persons_free(&fs->persons);
+	ws_persons_free(&fs->persons);
 	size_t i;
 
 	for (i = 0; fs->buckets && i < fs->nbuckets; i++) {
