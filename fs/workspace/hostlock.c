@@ -37,10 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
-#include <linux/openat2.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "hostlock_int.h"
@@ -119,9 +117,6 @@ static int mounts_scan(const char *mountinfo, struct want *w, size_t n)
 
 int hostlock_resolve(int rootfd, const char *path, int *ids)
 {
-	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
-					   RESOLVE_NO_MAGICLINKS };
 	char at[PATH_MAX];
 	int n = 0;
 
@@ -137,14 +132,14 @@ int hostlock_resolve(int rootfd, const char *path, int *ids)
 		snprintf(at, sizeof(at), "%s", path);
 		for (int k = 0; k < i; k++)
 			ws_path_parent(at);
-		fd = (int)syscall(SYS_openat2, rootfd, at[1] ? at + 1 : ".",
-				  &how, sizeof(how));
-		if (fd < 0 && errno == ENOENT && i < n - 1) {
+		fd = lease_open_beneath(rootfd, at[1] ? at + 1 : ".",
+					O_PATH | O_DIRECTORY, 0);
+		if (fd == -ENOENT && i < n - 1) {
 			ids[i] = ids[i + 1];
 			continue;
 		}
 		if (fd < 0)
-			return -errno;
+			return fd;
 		r = statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx);
 		close(fd);
 		if (r < 0)

@@ -49,8 +49,9 @@ struct hostlock_who {
 #define HOSTLOCK_MAX_DEPTH (PATH_MAX / 2)
 
 /*
- * The mount each directory of `path` resolves on from rootfd (a root
- * directory: RESOLVE_IN_ROOT), no symlink followed, into ids (room for
+ * The mount each directory of `path` resolves on beneath rootfd (a root
+ * directory; lease_open_beneath(): no symlink, no "..", also where the
+ * kernel or valgrind lacks openat2), into ids (room for
  * HOSTLOCK_MAX_DEPTH): path's own first, then each parent's up to "/"; a
  * directory not made yet lies on its nearest existing ancestor's.  Locks
  * planned from these name what was resolved, whatever is mounted over or
