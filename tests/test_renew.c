@@ -124,18 +124,17 @@ static void round_now(struct fixture *f)
 	pthread_mutex_unlock(&f->lock);
 }
 
-/* Nothing due, nothing sent; the round sleeps until the grant is due. */
+/* Nothing due, nothing sent; the thread looks again within a second. */
 static void test_not_due(void **state)
 {
 	struct fixture *f = *state;
 	int ms;
 
-	f->g.next_renew = lease_deadline_ms(300);
 	pthread_mutex_lock(&f->lock);
 	ms = lease_renew_round_locked(&f->rn);
 	pthread_mutex_unlock(&f->lock);
 	assert_int_equal(f->w.renews, 0);
-	assert_in_range(ms, 1, 301);
+	assert_in_range(ms, 0, 1001);
 }
 
 /* Taken: the safe-until is the wire's, the next renewal TTL/3 after the
