@@ -48,7 +48,6 @@ static void add_range(json_object *ops, const char *kb64, const char *end)
 	json_object_array_add(ops, etcd_wrap("request_range", r));
 }
 
-
 void etcd_create_keys_free(struct create_keys *ck)
 {
 	for (size_t i = 0; i < ck->n; i++) {
@@ -215,90 +214,6 @@ out:
 	return r;
 }
 
-static void init_ready(struct etcd_lease *el)
-{
-	pthread_condattr_t ca;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&el->ready_cond, &ca);
-	pthread_condattr_destroy(&ca);
-	pthread_mutex_init(&el->ready_lock, NULL);
-}
-
-void etcd_signal_ready(struct etcd_lease *el)
-{
-	pthread_mutex_lock(&el->ready_lock);
-	el->watch_ready = true;
-	pthread_cond_broadcast(&el->ready_cond);
-	pthread_mutex_unlock(&el->ready_lock);
-}
-
-/*
- * Wait until the watch is registered (or the lease is lost, or the
- * deadline passes: the grant stands, the watch keeps trying).  etcd
- * delivers events to a watch created after the change only on its next
- * sync of lagging watchers, up to 100 ms later.
- */
-static void wait_ready(struct etcd_lease *el, int64_t deadline)
-{
-	struct timespec ts = { deadline / 1000000000LL, deadline % 1000000000LL };
-
-	pthread_mutex_lock(&el->ready_lock);
-	while (!el->watch_ready && !lease_is_lost(el->lease) &&
-	       pthread_cond_timedwait(&el->ready_cond, &el->ready_lock, &ts) == 0)
-		;
-	pthread_mutex_unlock(&el->ready_lock);
-}
-
-void etcd_lease_free(struct etcd_lease *el)
-{
-	if (!el)
-		return;
-	pthread_cond_destroy(&el->ready_cond);
-	pthread_mutex_destroy(&el->ready_lock);
-	if (el->multi)
-		curl_multi_cleanup(el->multi);
-	free(el->key_b64);
-	free(el);
-}
-
-static int start_holder(struct etcd_store *es, struct lease *l,
-			const struct grant *g)
-{
-	struct etcd_lease *el = calloc(1, sizeof(*el));
-	int r = -ENOMEM;
-
-	if (!el)
-		return -ENOMEM;
-	init_ready(el);
-	el->es = es;
-	el->lease = l;
-	el->lease_id = g->id;
-	el->ttl_ms = g->ttl_ms;
-	el->margin_ns = etcd_ms_to_ns(etcd_margin_ms_for(g->ttl_ms));
-	el->key_b64 = etcd_key_b64(es, "", l->name);
-	el->multi = curl_multi_init();
-	el->ep = atomic_load(&es->cli.preferred) % es->cli.n_endpoints;
-	el->next_ka = g->sent + etcd_ms_to_ns(g->ttl_ms) / 3;
-	el->w.next_rev = (int64_t)l->epoch + 1;
-	snprintf(el->ka_body, sizeof(el->ka_body), "{\"ID\":\"%" PRId64 "\"}",
-		 g->id);
-	if (!el->key_b64 || !el->multi)
-		goto fail;
-	lease_set_safe_until(l, g->sent + etcd_ms_to_ns(g->ttl_ms) - el->margin_ns);
-	l->priv = el;
-	r = -pthread_create(&el->thread, NULL, etcd_holder_thread, el);
-	if (r < 0)
-		goto fail;
-	el->thread_started = true;
-	return 0;
-fail:
-	l->priv = NULL;
-	etcd_lease_free(el);
-	return r;
-}
-
 /* Delete P<name> iff it still carries `epoch`. */
 int etcd_delete_if_epoch(struct etcd_store *es, const char *name,
 			   uint64_t epoch, int64_t deadline,
@@ -373,10 +288,10 @@ int etcd_try_acquire(struct lease_store *st, const char *name,
 	r = lease_alloc(st, name, epoch, sc, &l);
 	if (r < 0)
 		goto undo;
-	r = start_holder(es, l, &g);
+	r = etcd_start_holder(es, l, &g);
 	if (r < 0)
 		goto undo;
-	wait_ready(l->priv, io_deadline);
+	etcd_wait_ready(l->priv, io_deadline);
 	*out = l;
 	return 0;
 undo:

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internals of the etcd backend, shared by etcd.c (store, grants, the
- * holder thread, the operator view) and etcd_fence.c (revoke, fences and
- * scopes).  Only those two include it.
+ * Internals of the etcd backend, shared by its units, each of which calls
+ * only those listed before it: http.c (the JSON gateway over libcurl),
+ * keys.c (keys, request JSON, scope keys, etcd leases), fence.c (revoke,
+ * fences), view.c (show, list), holder.c (the holder thread: keepalives,
+ * the watch, the safe-until), acquire.c (acquire), etcd.c (the store,
+ * release, the wait for a change, the backend table).  The layout of the
+ * keys: etcd.c.
  */
 #ifndef LEASEFS_ETCD_INT_H
 #define LEASEFS_ETCD_INT_H
@@ -105,7 +109,7 @@ static inline int64_t etcd_ms_to_ns(int64_t ms)
 	return ms * 1000000LL;
 }
 
-/* ---- JSON and key helpers (etcd.c) ----------------------------------- */
+/* ---- keys.c: keys, request JSON, scope keys, etcd leases -------------- */
 
 /* malloc'ed base64 of prefix + mid + name. */
 char *etcd_key_b64(const struct etcd_store *es, const char *mid,
@@ -136,8 +140,11 @@ int etcd_revoke_id(struct etcd_store *es, int64_t id, int64_t deadline,
 /* Range read of the one key P<mid><name>; *ans is the answer. */
 int etcd_range_key(struct etcd_store *es, const char *mid, const char *name,
 		   int64_t deadline, json_object **ans, struct lease_err *err);
-
-/* ---- fences and scopes (etcd_fence.c) ------------------------------- */
+int etcd_grant_new(struct etcd_store *es, int64_t deadline,
+		const char *name, struct grant *g, struct lease_err *err);
+int64_t etcd_margin_ms_for(int64_t ttl_ms);
+bool etcd_put_spare(struct etcd_store *es, const struct grant *g);
+bool etcd_take_spare(struct etcd_store *es, struct grant *g);
 
 /* P!scope/<scope>!<name>: name lives within scope (base64, malloc'ed). */
 char *etcd_scope_key(const struct etcd_store *es, const char *scope,
@@ -148,10 +155,13 @@ int etcd_scope_range(const struct etcd_store *es, const char *scope,
 /* The name a scope key of `scope` says lives within it (malloc'ed). */
 char *etcd_scope_holder(const struct etcd_store *es, const char *scope,
 			json_object *kv);
-/* The revoked epoch a fence entry carries. */
-uint64_t etcd_fence_epoch(json_object *kv);
 /* Compare: no key at all in [kb64, endb64). */
 json_object *etcd_cmp_none(const char *kb64, const char *endb64);
+
+/* ---- fence.c: revoke, fences ----------------------------------------- */
+
+/* The revoked epoch a fence entry carries. */
+uint64_t etcd_fence_epoch(json_object *kv);
 /* A fence with no etcd lease yet, whose holder's lease is gone: attach it
  * (and the scope keys it keeps) to a fresh lease of the holder's TTL + 1 s,
  * from which it expires.  Best effort: 0 or -errno. */
@@ -171,7 +181,26 @@ int etcd_await_fence(struct lease_store *st, const char *name, uint64_t epoch,
 		     struct lease_err *err);
 void etcd_hold_fence(struct lease *l);
 
-/* ---- shared between the units --------------------------------------- */
+/* ---- view.c ------------------------------------------------------------ */
+
+int etcd_show(struct lease_store *st, const char *name,
+	      struct lease_info *info, struct lease_err *err);
+int etcd_list(struct lease_store *st, lease_list_cb cb, void *userdata,
+	      struct lease_err *err);
+
+/* ---- holder.c: the holder thread --------------------------------------- */
+
+/* The holder of `l` granted with `g`: its safe-until published, its
+ * thread started (l->priv set).  0 or -errno (nothing left). */
+int etcd_start_holder(struct etcd_store *es, struct lease *l,
+		      const struct grant *g);
+/* Wait until the watch is registered (or the lease is lost, or the
+ * deadline passes: the grant stands, the watch keeps trying). */
+void etcd_wait_ready(struct etcd_lease *el, int64_t deadline);
+void etcd_stop_holder(struct etcd_lease *el);
+void etcd_lease_free(struct etcd_lease *el);
+
+/* ---- acquire.c --------------------------------------------------------- */
 
 /* Keys a create of `name` within sc compares and reads, in the order of
  * the failure reads: P<name>, its fence, the range within it, then per
@@ -182,35 +211,15 @@ struct create_keys {
 	size_t n;
 };
 
-/* Backend operations defined outside etcd.c. */
 int etcd_try_acquire(struct lease_store *st, const char *name,
 		     const struct lease_scopes *sc, int64_t deadline,
 		     struct lease **out, struct lease_err *err);
-int etcd_show(struct lease_store *st, const char *name,
-	      struct lease_info *info, struct lease_err *err);
-int etcd_list(struct lease_store *st, lease_list_cb cb, void *userdata,
-	      struct lease_err *err);
-
-/* acquire.c */
 void etcd_create_keys_free(struct create_keys *ck);
 int etcd_create_keys_make(const struct etcd_store *es, const char *name,
 		const struct lease_scopes *sc, struct create_keys *ck);
 int etcd_delete_if_epoch(struct etcd_store *es, const char *name,
 		uint64_t epoch, int64_t deadline,
 		struct lease_err *err);
-void etcd_lease_free(struct etcd_lease *el);
-void etcd_signal_ready(struct etcd_lease *el);
-
-/* etcd.c */
-int etcd_grant_new(struct etcd_store *es, int64_t deadline,
-		const char *name, struct grant *g, struct lease_err *err);
-int64_t etcd_margin_ms_for(int64_t ttl_ms);
-bool etcd_put_spare(struct etcd_store *es, const struct grant *g);
-bool etcd_take_spare(struct etcd_store *es, struct grant *g);
-
-/* holder.c */
-void *etcd_holder_thread(void *arg);
-void etcd_stop_holder(struct etcd_lease *el);
 
 /* settle.c: a store made anew grants nothing for max_ttl and a third. */
 /* Take "?max_ttl=SECONDS" off `rest` (after "etcd://"): *bare is the rest

@@ -35,65 +35,6 @@
 
 #include "etcd_int.h"
 
-/* ---- scope keys -------------------------------------------------------- */
-
-/* "P!scope/<scope>!" + name ('!' is in no name: the boundary is exact). */
-static char *scope_raw(const struct etcd_store *es, const char *scope,
-		       const char *name)
-{
-	char *raw;
-
-	if (asprintf(&raw, "%s" ETCD_SCOPE_DIR "%s!%s", es->prefix, scope,
-		     name ? name : "") < 0)
-		return NULL;
-	return raw;
-}
-
-char *etcd_scope_key(const struct etcd_store *es, const char *scope,
-		     const char *name)
-{
-	char *raw = scope_raw(es, scope, name), *out;
-
-	if (!raw)
-		return NULL;
-	out = etcd_b64(raw, strlen(raw));
-	free(raw);
-	return out;
-}
-
-int etcd_scope_range(const struct etcd_store *es, const char *scope,
-		     char **key, char **end)
-{
-	char *raw = scope_raw(es, scope, NULL);
-
-	*key = raw ? etcd_b64(raw, strlen(raw)) : NULL;
-	*end = raw ? etcd_range_end_b64(raw) : NULL;
-	free(raw);
-	return *key && *end ? 0 : -ENOMEM;
-}
-
-char *etcd_scope_holder(const struct etcd_store *es, const char *scope,
-			json_object *kv)
-{
-	json_object *k = etcd_json_get(kv, "key", NULL);
-	char *raw = NULL, *pre = scope_raw(es, scope, NULL), *out = NULL;
-
-	if (pre && k && etcd_unb64(json_object_get_string(k), &raw, NULL) == 0 &&
-	    strncmp(raw, pre, strlen(pre)) == 0)
-		out = strdup(raw + strlen(pre));
-	free(raw);
-	free(pre);
-	return out;
-}
-
-json_object *etcd_cmp_none(const char *kb64, const char *endb64)
-{
-	json_object *c = etcd_cmp_create(kb64, 0);
-
-	json_object_object_add(c, "range_end", json_object_new_string(endb64));
-	return c;
-}
-
 /* ---- fence values ------------------------------------------------------ */
 
 struct fence {

@@ -15,6 +15,27 @@
 
 #include "etcd_int.h"
 
+/* ---- the watch is registered ----------------------------------------- */
+
+static void init_ready(struct etcd_lease *el)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&el->ready_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&el->ready_lock, NULL);
+}
+
+static void signal_ready(struct etcd_lease *el)
+{
+	pthread_mutex_lock(&el->ready_lock);
+	el->watch_ready = true;
+	pthread_cond_broadcast(&el->ready_cond);
+	pthread_mutex_unlock(&el->ready_lock);
+}
+
 /* ---- holder thread: keepalives -------------------------------------- */
 
 static size_t ka_write(char *d, size_t s, size_t n, void *ud)
@@ -157,7 +178,7 @@ static void watch_message(struct etcd_lease *el, json_object *m)
 		   json_object_array_length(evs) : 0;
 
 	if (res && json_object_get_boolean(etcd_json_get(res, "created", NULL)))
-		etcd_signal_ready(el);
+		signal_ready(el);
 	for (size_t i = 0; i < n; i++)
 		watch_event(el, json_object_array_get_idx(evs, i));
 	if (res && etcd_json_i64(res, "compact_revision") > 0)
@@ -289,7 +310,7 @@ static void holder_step(struct etcd_lease *el)
 	curl_multi_poll(el->multi, NULL, 0, poll_ms(el, now), NULL);
 }
 
-void *etcd_holder_thread(void *arg)
+static void *holder_thread(void *arg)
 {
 	struct etcd_lease *el = arg;
 
@@ -297,7 +318,7 @@ void *etcd_holder_thread(void *arg)
 		holder_step(el);
 	ka_cleanup(el);
 	watch_cleanup(el);
-	etcd_signal_ready(el); /* nobody waits for a watch that will not come */
+	signal_ready(el); /* nobody waits for a watch that will not come */
 	return NULL;
 }
 
@@ -309,4 +330,69 @@ void etcd_stop_holder(struct etcd_lease *el)
 	curl_multi_wakeup(el->multi);
 	pthread_join(el->thread, NULL);
 	el->thread_started = false;
+}
+
+/*
+ * Wait until the watch is registered (or the lease is lost, or the
+ * deadline passes: the grant stands, the watch keeps trying).  etcd
+ * delivers events to a watch created after the change only on its next
+ * sync of lagging watchers, up to 100 ms later.
+ */
+void etcd_wait_ready(struct etcd_lease *el, int64_t deadline)
+{
+	struct timespec ts = { deadline / 1000000000LL, deadline % 1000000000LL };
+
+	pthread_mutex_lock(&el->ready_lock);
+	while (!el->watch_ready && !lease_is_lost(el->lease) &&
+	       pthread_cond_timedwait(&el->ready_cond, &el->ready_lock, &ts) == 0)
+		;
+	pthread_mutex_unlock(&el->ready_lock);
+}
+
+void etcd_lease_free(struct etcd_lease *el)
+{
+	if (!el)
+		return;
+	pthread_cond_destroy(&el->ready_cond);
+	pthread_mutex_destroy(&el->ready_lock);
+	if (el->multi)
+		curl_multi_cleanup(el->multi);
+	free(el->key_b64);
+	free(el);
+}
+
+int etcd_start_holder(struct etcd_store *es, struct lease *l,
+			const struct grant *g)
+{
+	struct etcd_lease *el = calloc(1, sizeof(*el));
+	int r = -ENOMEM;
+
+	if (!el)
+		return -ENOMEM;
+	init_ready(el);
+	el->es = es;
+	el->lease = l;
+	el->lease_id = g->id;
+	el->ttl_ms = g->ttl_ms;
+	el->margin_ns = etcd_ms_to_ns(etcd_margin_ms_for(g->ttl_ms));
+	el->key_b64 = etcd_key_b64(es, "", l->name);
+	el->multi = curl_multi_init();
+	el->ep = atomic_load(&es->cli.preferred) % es->cli.n_endpoints;
+	el->next_ka = g->sent + etcd_ms_to_ns(g->ttl_ms) / 3;
+	el->w.next_rev = (int64_t)l->epoch + 1;
+	snprintf(el->ka_body, sizeof(el->ka_body), "{\"ID\":\"%" PRId64 "\"}",
+		 g->id);
+	if (!el->key_b64 || !el->multi)
+		goto fail;
+	lease_set_safe_until(l, g->sent + etcd_ms_to_ns(g->ttl_ms) - el->margin_ns);
+	l->priv = el;
+	r = -pthread_create(&el->thread, NULL, holder_thread, el);
+	if (r < 0)
+		goto fail;
+	el->thread_started = true;
+	return 0;
+fail:
+	l->priv = NULL;
+	etcd_lease_free(el);
+	return r;
 }

@@ -135,26 +135,6 @@ out:
 	return r;
 }
 
-/* Base64 of the first key after every key with this prefix. */
-char *etcd_range_end_b64(const char *prefix)
-{
-	size_t n = strlen(prefix);
-	char *end = strdup(prefix), *out;
-
-	if (!end)
-		return NULL;
-	while (n > 0 && (unsigned char)end[n - 1] == 0xff)
-		n--;
-	if (n == 0) {
-		free(end);
-		return strdup("AA=="); /* "\0": every key */
-	}
-	end[n - 1]++;
-	out = etcd_b64(end, n);
-	free(end);
-	return out;
-}
-
 static int info_cmp(const void *a, const void *b)
 {
 	return strcmp(((const struct lease_info *)a)->name,

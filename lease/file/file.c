@@ -103,25 +103,6 @@ static int epoch_exhausted(struct file_store *fs, const char *name,
 			     "granted again", name, fs->dir);
 }
 
-int fb_held_error(const char *name, const struct rec *rec,
-		      struct lease_err *err)
-{
-	/* A revoked record carries the epoch that superseded the holder. */
-	uint64_t e = rec->state == LEASE_STATE_REVOKED && rec->epoch
-		? rec->epoch - 1 : rec->epoch;
-	int r = lease_err_set(err, LEASE_E_HELD, 0, name,
-			      "lease '%s' %s at epoch %" PRIu64
-			      " by pid %d%s%s", name,
-			      rec->state == LEASE_STATE_REVOKED ?
-			      "was revoked and is not yet released" : "is held",
-			      e, (int)rec->pid, rec->holder[0] ? " " : "",
-			      rec->holder);
-
-	if (err)
-		err->holder_epoch = e;
-	return r;
-}
-
 static int grant(struct lease_store *store, const char *name,
 		 const struct lease_scopes *sc, int lock_fd, int *markers,
 		 const struct rec *old, struct lease **out,

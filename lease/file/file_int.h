@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * File backend ("file:DIR", "file" = LEASE_FILE_DEFAULT_DIR), what its units
- * share (file.c: the store and its operations; record.c: paths, locks,
- * records; watch.c: the doorbell and the watcher; scope.c: markers).
+ * share (path.c: paths, byte locks, lock files; bell.c: the doorbell;
+ * record.c: records, the epoch floor; watch.c: the watcher; scope.c:
+ * markers; file.c: the store and its operations).  Each calls only units
+ * listed before it.
  *
  * Per name NAME (segments become subdirectories of DIR):
  *   NAME.lock  lock target; never replaced or deleted.
@@ -122,34 +124,40 @@ static inline struct file_store *fs_of(const struct lease_store *store)
 	return store->priv;
 }
 
-/* file.c */
-int fb_held_error(const char *name, const struct rec *rec,
-		struct lease_err *err);
-
-/* record.c */
+/* path.c */
 int fb_abs_path(const struct file_store *fs, const char *name,
 		const char *sfx, char *buf, size_t sz);
-int fb_floor_raise(struct file_store *fs, uint64_t epoch, int64_t deadline);
-int fb_floor_read(struct file_store *fs, uint64_t *floor,
-		struct lease_err *err);
 int fb_grant_is_held(int fd, bool *held);
 int fb_grant_trylock(int fd);
-void fb_holder_clean(char *dst, size_t sz, const char *src);
-bool fb_lockfile_current(struct file_store *fs, const char *name, int fd);
 int fb_make_parents(int dirfd, const char *name);
 int fb_mkdir_p(const char *path);
 int fb_open_lockfile(struct file_store *fs, const char *name, bool create);
 int fb_open_parent(int dirfd, const char *name);
 int fb_rec_lock(const struct file_store *fs, const char *name, int fd,
 		int64_t deadline);
+void fb_rec_unlock(const struct file_store *fs, const char *name, int fd);
+int fb_rel_path(char *buf, size_t sz, const char *name, const char *sfx);
+
+/* bell.c */
+/* A bell bound in directory pfd as `bell`, replacing a dead holder's:
+ * the socket, or -errno. */
+int fb_bell_bind(int pfd, const char *bell);
+void fb_bell_ring(struct file_store *fs, const char *name);
+
+/* record.c */
+int fb_floor_raise(struct file_store *fs, uint64_t epoch, int64_t deadline);
+int fb_floor_read(struct file_store *fs, uint64_t *floor,
+		struct lease_err *err);
+void fb_holder_clean(char *dst, size_t sz, const char *src);
+bool fb_lockfile_current(struct file_store *fs, const char *name, int fd);
 int fb_rec_read(struct file_store *fs, const char *name, struct rec *rec,
 		bool *exists, struct lease_err *err);
 int fb_rec_store(struct file_store *fs, const char *name,
 		const struct rec *rec, bool ring, struct lease_err *err);
-void fb_rec_unlock(const struct file_store *fs, const char *name, int fd);
 int fb_rec_write(struct file_store *fs, const char *name,
 		const struct rec *rec, struct lease_err *err);
-int fb_rel_path(char *buf, size_t sz, const char *name, const char *sfx);
+int fb_held_error(const char *name, const struct rec *rec,
+		struct lease_err *err);
 
 /* scope.c */
 unsigned fb_grants_within(struct file_store *fs, const char *name,
@@ -163,7 +171,6 @@ int fb_scopes_refuse(struct file_store *fs, const char *name,
 		const struct lease_scopes *sc, struct lease_err *err);
 
 /* watch.c */
-void fb_bell_ring(struct file_store *fs, const char *name);
 void fb_bell_unlink(struct file_store *fs, struct file_lease *fl);
 void fb_close_markers(int *fds, size_t n);
 void fb_drop_grant(struct file_lease *fl);

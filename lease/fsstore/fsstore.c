@@ -20,152 +20,11 @@
 
 #include "fsstore_int.h"
 
-/* A reader racing the holder's rewrite may see a torn epoch: re-read. */
 /* How long a contender waits at least for H.acq: a winner holds it for a
  * write and an fsync; longer is the store's owner holding it (then the
  * contender is refused as busy, or reports the epoch before). */
 #define ACQ_SETTLE_MS 2000
-#define EPOCH_READS 5
 
-/* ---- paths ---------------------------------------------------------- */
-
-void fss_hex(const char *name, char *out)
-{
-	uint8_t d[32];
-
-	lease_sha256(name, strlen(name), d);
-	for (int i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", d[i]);
-}
-
-int fss_lock_rel(char *buf, size_t sz, const char *name)
-{
-	return snprintf(buf, sz, "leases/%s.lock", name) < (int)sz
-		? 0 : -ENAMETOOLONG;
-}
-
-int fss_openat(struct fss_store *fs, const char *rel, int flags, mode_t mode)
-{
-	return lease_open_beneath(fs->dirfd, rel, flags, mode);
-}
-
-/* What a root daemon makes in DIR belongs to DIR's owner. */
-static void give(struct fss_store *fs, int fd)
-{
-	if (fs->chown && fchown(fd, fs->owner, fs->group) < 0) {
-		/* the harness may then not open it; nothing else is lost */
-	}
-}
-
-/* The directory `rel` beneath DIR (every component a real directory,
- * made 0700 where missing if `create`): an O_PATH fd or -errno. */
-static int dir_open(struct fss_store *fs, const char *rel, bool create)
-{
-	char path[PATH_MAX];
-	size_t n = strlen(rel);
-
-	if (n >= sizeof(path))
-		return -ENAMETOOLONG;
-	memcpy(path, rel, n + 1);
-	for (char *p = path; create; p++) {
-		char keep = *p;
-		int fd;
-
-		if (*p != '/' && *p != '\0')
-			continue;
-		*p = '\0';
-		fd = lease_mkdir_beneath(fs->dirfd, path, 0700);
-		if (fd == 0) {
-			fd = fss_openat(fs, path, O_RDONLY | O_DIRECTORY, 0);
-			if (fd >= 0) {
-				give(fs, fd);
-				close(fd);
-			}
-		} else if (fd != -EEXIST) {
-			return fd;
-		}
-		*p = keep;
-		if (!keep)
-			break;
-	}
-	return fss_openat(fs, rel, O_PATH | O_DIRECTORY, 0);
-}
-
-/* Split rel into its directory (in place) and last component. */
-static const char *split_last(char *rel)
-{
-	char *slash = strrchr(rel, '/');
-
-	*slash = '\0';
-	return slash + 1;
-}
-
-int fss_lock_open(struct fss_store *fs, const char *name, bool create)
-{
-	char rel[PATH_MAX];
-	const char *base;
-	int dfd, fd, r = fss_lock_rel(rel, sizeof(rel), name);
-
-	if (r < 0)
-		return r;
-	base = split_last(rel);
-	dfd = dir_open(fs, rel, create);
-	if (dfd < 0)
-		return dfd;
-	fd = lease_open_beneath(dfd, base, create ? O_RDWR | O_CREAT : O_RDONLY,
-				0600);
-	r = fd;
-	if (fd >= 0 && create)
-		give(fs, fd);
-	close(dfd);
-	return r;
-}
-
-/* ---- epochs --------------------------------------------------------- */
-
-/* "DIGITS\n" or "" (0): 0, or -EINVAL. */
-static int epoch_parse(const char *buf, size_t n, uint64_t *out)
-{
-	uint64_t v = 0;
-	size_t i;
-
-	*out = 0;
-	if (n == 0)
-		return 0;
-	for (i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++) {
-		unsigned d = (unsigned)(buf[i] - '0');
-
-		if (v > (UINT64_MAX - d) / 10)
-			return -EINVAL;
-		v = v * 10 + d;
-	}
-	if (i == 0 || i + 1 != n || buf[i] != '\n')
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-int fss_epoch_read(struct fss_store *fs, int fd, const char *name,
-		   bool strict, uint64_t *out, struct lease_err *err)
-{
-	char buf[32];
-
-	for (int i = 0; i < (strict ? 1 : EPOCH_READS); i++) {
-		ssize_t n = pread(fd, buf, sizeof(buf), 0);
-
-		if (n < 0)
-			return lease_err_set(err, LEASE_E_IO, -errno, name,
-					     "read lease '%s' in %s: %s", name,
-					     fs->dir, strerror(errno));
-		if ((size_t)n < sizeof(buf) &&
-		    epoch_parse(buf, (size_t)n, out) == 0)
-			return 0;
-	}
-	return lease_err_set(err, LEASE_E_CORRUPT, 0, name,
-			     "lease '%s' in %s: leases/%s.lock does not hold an "
-			     "epoch (decimal digits and a newline); nothing was "
-			     "written", name, fs->dir, name);
-}
 
 /* Under the grant: the epoch one above the file's, written at 0,
  * truncated and synced before the grant is returned. */
@@ -206,7 +65,7 @@ static int record_make(struct fss_store *fs, const char *dir, const char *base,
 	char tmp[FSS_HEX_LEN + 64];
 	uint64_t rnd = 0;
 	size_t len = strlen(text);
-	int dfd = dir_open(fs, dir, true), fd, r = 0;
+	int dfd = fss_dir_open(fs, dir, true), fd, r = 0;
 
 	if (dfd < 0)
 		return dfd;
@@ -234,7 +93,7 @@ out:
 static void record_remove(struct fss_store *fs, const char *dir,
 			  const char *base)
 {
-	int dfd = dir_open(fs, dir, false);
+	int dfd = fss_dir_open(fs, dir, false);
 
 	if (dfd >= 0) {
 		unlinkat(dfd, base, 0);
@@ -604,7 +463,7 @@ static int fss_mkdirs(struct fss_store *fs)
 	};
 
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		int fd = dir_open(fs, dirs[i], true);
+		int fd = fss_dir_open(fs, dirs[i], true);
 
 		if (fd < 0)
 			return fd;

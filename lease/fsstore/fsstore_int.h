@@ -3,9 +3,11 @@
  * The fsstore backend ("fsstore:DIR"): the seed harness's laptop store,
  * read and written exactly as the harness does, so that a harness session
  * and a leasefs mount contend for one lease.  What its units share
- * (fsstore.c: the store, acquire, release; bell.c: the loss channel and
- * its watcher; holders.c: who holds a lock file; view.c: our records,
- * show, list, revoke).
+ * (dir.c: paths, directories, lock files,
+ * epochs, our records as read; bell.c: the loss channel and its watcher;
+ * holders.c: who holds a lock file; view.c: show, list, revoke;
+ * fsstore.c: the store, acquire, release).  Each calls only units listed
+ * before it.
  *
  * The harness's part of DIR, kept as the harness keeps it:
  *   leases/NAME.lock  name segments are directories (0700), the file 0600;
@@ -95,7 +97,7 @@ static inline struct fss_store *fss_of(const struct lease_store *store)
 	return store->priv;
 }
 
-/* fsstore.c */
+/* dir.c */
 /* Hex sha256 of `name` into out[FSS_HEX_LEN + 1]. */
 void fss_hex(const char *name, char *out);
 /* "leases/NAME.lock" into buf: 0 or -ENAMETOOLONG. */
@@ -108,6 +110,16 @@ int fss_epoch_read(struct fss_store *fs, int fd, const char *name,
 		   bool strict, uint64_t *out, struct lease_err *err);
 /* A name's lock file, opened read-only: the fd, -ENOENT if it has none. */
 int fss_lock_open(struct fss_store *fs, const char *name, bool create);
+/* The directory `rel` beneath DIR (every component a real directory,
+ * made 0700 where missing if `create`): an O_PATH fd or -errno. */
+int fss_dir_open(struct fss_store *fs, const char *rel, bool create);
+/* A record whose lock nobody holds is a dead holder's. */
+bool fss_record_live(int fd);
+/* The leasefs holder's record of `hex`, if one is alive: 1 with its
+ * epoch, pid, whether revoked, and (if `desc`) its description; 0 if
+ * there is none (no file, or its holder is gone). */
+int fss_holder_read(struct fss_store *fs, const char *hex, uint64_t *epoch,
+		    pid_t *pid, bool *revoked, char *desc, size_t descsz);
 
 /* bell.c */
 /* Bind H.bell for `fl` and watch it: 0 or -errno. */
@@ -144,11 +156,6 @@ int fss_lock_held(struct fss_store *fs, const char *name, int fd,
 		  uint64_t epoch, pid_t *pid);
 
 /* view.c */
-/* The leasefs holder's record of `hex`, if one is alive: 1 with its
- * epoch, pid, whether revoked, and (if `desc`) its description; 0 if
- * there is none (no file, or its holder is gone). */
-int fss_holder_read(struct fss_store *fs, const char *hex, uint64_t *epoch,
-		    pid_t *pid, bool *revoked, char *desc, size_t descsz);
 /* A live marker within `name`: its count, and the first one's name and
  * epoch. */
 unsigned fss_within(struct fss_store *fs, const char *name, char *first,

@@ -18,52 +18,6 @@
 
 #include "fsstore_int.h"
 
-/* ---- our records ---------------------------------------------------- */
-
-/* A record whose lock nobody holds is a dead holder's. */
-static bool record_live(int fd)
-{
-	if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
-		flock(fd, LOCK_UN);
-		return false;
-	}
-	return errno == EWOULDBLOCK;
-}
-
-int fss_holder_read(struct fss_store *fs, const char *hex, uint64_t *epoch,
-		    pid_t *pid, bool *revoked, char *desc, size_t descsz)
-{
-	char rel[FSS_HEX_LEN + 32], buf[FSS_HOLDER_LINE + 1024];
-	char state[8];
-	unsigned long long e;
-	int p, n, fd;
-
-	snprintf(rel, sizeof(rel), "leasefs/holders/%s.holder", hex);
-	fd = fss_openat(fs, rel, O_RDONLY, 0);
-	if (fd < 0)
-		return 0;
-	n = (int)pread(fd, buf, sizeof(buf) - 1, 0);
-	if (n < FSS_HOLDER_LINE || !record_live(fd)) {
-		close(fd);
-		return 0;
-	}
-	close(fd);
-	buf[n] = '\0';
-	if (sscanf(buf, "%llu %d %7s", &e, &p, state) != 3)
-		return 0;
-	*epoch = e;
-	*pid = p;
-	*revoked = strcmp(state, "revoked") == 0;
-	if (desc && descsz) {
-		char *nl = strchr(buf + FSS_HOLDER_LINE, '\n');
-
-		if (nl)
-			*nl = '\0';
-		snprintf(desc, descsz, "%s", buf + FSS_HOLDER_LINE);
-	}
-	return 1;
-}
-
 /* A revoke of a leasefs holder: its record says so, for every later
  * revoke and show. */
 static int holder_mark_revoked(struct fss_store *fs, const char *hex)
@@ -110,7 +64,7 @@ unsigned fss_within(struct fss_store *fs, const char *name, char *first,
 		if (fd < 0)
 			continue; /* gone, or not a marker: not a grant */
 		k = pread(fd, buf, sizeof(buf) - 1, 0);
-		if (k > 0 && record_live(fd)) {
+		if (k > 0 && fss_record_live(fd)) {
 			buf[k] = '\0';
 			if (sscanf(buf, "%llu %512s", &e, inner) == 2 && n++ == 0) {
 				snprintf(first, firstsz, "%s", inner);

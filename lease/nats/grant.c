@@ -1,19 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The natsstore backend: acquire, renew and release (the buckets:
- * nats_int.h).
- *
- * The store's one thread renews every grant held through it every TTL/3,
- * and its markers with it; a revoke (the bell's publish, or the flag in
- * our record, read at each renewal) marks a grant lost and it is still
- * renewed until released, so that a holder draining its writes keeps
- * every successor out.  A renewal the server refuses (another revision)
- * is loss for good; one that cannot reach it is retried each second while
- * the grant's safe-until passes on its own.  After renewing, and at once
- * after a reconnect or an advisory about the bucket, the thread looks at
- * the bucket: gone, or another than the one a grant was made in (a server
- * that lost its store), is loss; a maximum age that no longer fits the
- * TTL is loss; its last timestamp measures the server's clock.
+ * The natsstore backend: acquire and release (the buckets: nats_int.h;
+ * the renewals: holder.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,34 +16,10 @@
 
 #include "nats_int.h"
 
-#define RETRY_MS 1000
 /* A retry looks again this often at most: a harness release is a write
  * like any other, so it is also watched for. */
 #define RETRY_LOOK_MS 1000
 
-/*
- * A write sent at `sent` said expires_at = server_hi(sent) + TTL: until
- * server_hi(m) reaches expires_at less the skew tolerated in a harness
- * acquirer's clock, which is (TTL - skew) / (1 + rate) after `sent`.  And
- * never past the bucket's maximum age after it (the server drops the
- * entry then), less the clock's uncertainty.
- */
-int64_t ns_safe_until(struct ns_store *ns, int64_t sent)
-{
-	int64_t w = ns->ttl_ms * 1000000 - ns_skew_ns(ns), age, width;
-
-	w -= w / (1000000 / NS_RATE_PPM);
-	pthread_mutex_lock(&ns->view_lock);
-	age = ns->bucket.max_age_ns;
-	width = ns->clock.hi - ns->clock.lo;
-	pthread_mutex_unlock(&ns->view_lock);
-	if (age > 0) {
-		age -= age / (1000000 / NS_RATE_PPM) + width;
-		if (age < w)
-			w = age;
-	}
-	return sent + (w > 0 ? w : 0);
-}
 
 static int held(const char *who, uint64_t epoch, struct lease_err *err)
 {
@@ -65,33 +29,6 @@ static int held(const char *who, uint64_t epoch, struct lease_err *err)
 	if (err)
 		err->holder_epoch = epoch;
 	return r;
-}
-
-/* A status that says the server is out of reach (not a refusal). */
-static bool unreachable(natsStatus s)
-{
-	return s == NATS_TIMEOUT || s == NATS_CONNECTION_CLOSED ||
-	       s == NATS_NO_SERVER || s == NATS_CONNECTION_DISCONNECTED ||
-	       s == NATS_NO_RESPONDERS || s == NATS_NO_MEMORY;
-}
-
-/* Write `v` at `key`: created if `create`, else conditional on
- * v->revision; v->revision becomes the new one. */
-static natsStatus write_value(kvStore *kv, const char *key, struct ns_value *v,
-			      bool create)
-{
-	char *json = ns_value_json(v);
-	uint64_t rev = 0;
-	natsStatus s;
-
-	if (!json)
-		return NATS_NO_MEMORY;
-	s = create ? kvStore_CreateString(&rev, kv, key, json)
-		   : kvStore_UpdateString(&rev, kv, key, json, v->revision);
-	free(json);
-	if (s == NATS_OK)
-		v->revision = rev;
-	return s;
 }
 
 /* The TTL fits the store (its max_ttl) and the bucket (entries live
@@ -211,12 +148,12 @@ static int take(struct ns_store *ns, const char *name, const char *key,
 		snprintf(v->holder, sizeof(v->holder), "%s", holder);
 		*sent = lease_now_ns();
 		v->expires_ns = ns_server_hi(ns, *sent) + ns->ttl_ms * 1000000;
-		s = write_value(ns->kv, key, v, got == 0);
+		s = ns_write_value(ns->kv, key, v, got == 0);
 		if (s == NATS_OK) {
 			*created = b.created_ns;
 			return 1;
 		}
-		if (unreachable(s))
+		if (ns_unreachable(s))
 			return ns_fail(ns, s, name, "take", err);
 		/* Another writer was first: look again. */
 	}
@@ -260,24 +197,11 @@ static int record_put(struct ns_store *ns, const char *key, uint64_t epoch,
 		}
 		s = had ? kvStore_UpdateString(rev, ns->own, rk, json, cur.rev)
 			: kvStore_CreateString(rev, ns->own, rk, json);
-		if (unreachable(s))
+		if (ns_unreachable(s))
 			break;
 	}
 	json_object_put(o);
 	return s == NATS_OK ? 0 : r;
-}
-
-static natsStatus marker_put(struct ns_store *ns, const char *mk,
-			     const struct ns_value *v, uint64_t *rev)
-{
-	char *json = ns_value_json(v);
-	natsStatus s;
-
-	if (!json)
-		return NATS_NO_MEMORY;
-	s = kvStore_PutString(rev, ns->own, mk, json);
-	free(json);
-	return s;
 }
 
 /* Our markers, each only if nobody wrote it since our last write (a
@@ -308,7 +232,7 @@ static int markers_make(struct ns_store *ns, struct ns_lease *pl,
 			return lease_err_set(err, LEASE_E_IO, -ENOMEM, sc->names[i],
 					     "out of memory");
 		}
-		s = marker_put(ns, pl->markers[i], &v, &pl->marker_revs[i]);
+		s = ns_marker_put(ns, pl->markers[i], &v, &pl->marker_revs[i]);
 		if (s != NATS_OK)
 			return ns_fail(ns, s, sc->names[i], "mark", err);
 	}
@@ -356,223 +280,6 @@ static struct ns_lease *ns_lease_new(const char *name, size_t nscopes)
 	return pl;
 }
 
-/* ---- the thread ----------------------------------------------------- */
-
-/* The bell: a revoker published for one of our keys.  Runs on the
- * library's thread: no lock, nothing that can block. */
-static void bell_rang(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
-		      void *ud)
-{
-	struct ns_store *ns = ud;
-
-	(void)nc;
-	(void)sub;
-	natsMsg_Destroy(msg);
-	atomic_store(&ns->revoke_seen, true);
-	lease_worker_kick(&ns->worker);
-}
-
-/* Caller holds ns->lock: whether our record says revoked. */
-static bool revoked_locked(struct ns_store *ns, struct ns_lease *pl)
-{
-	struct ns_record rec;
-
-	return ns_holder_read(ns, pl->key, &rec) && rec.epoch == pl->lease->epoch &&
-	       strcmp(rec.holder, pl->holder) == 0 && rec.revoked;
-}
-
-/* Caller holds ns->lock: why a grant the server refused to renew is
- * gone. */
-static enum lease_loss why_gone(struct ns_store *ns, struct ns_lease *pl)
-{
-	struct ns_value cur;
-	int r = ns_get(ns, ns->kv, pl->key, &cur, NULL);
-
-	if (r == 1 && cur.epoch > pl->lease->epoch)
-		return LEASE_LOSS_TAKEOVER;
-	return r == 0 ? LEASE_LOSS_STORE : LEASE_LOSS_TAKEOVER;
-}
-
-/* What a round's renewals tell of the server's clock: the send time
- * and revision of the last one that succeeded, and its bucket. */
-struct round {
-	int64_t sent;
-	uint64_t rev;
-	int64_t created_ns;
-};
-
-/* Caller holds ns->lock. */
-static void renew_locked(struct ns_store *ns, struct ns_lease *pl,
-			 struct round *rd)
-{
-	struct lease *l = pl->lease;
-	struct ns_value v = { .epoch = l->epoch, .revision = pl->revision };
-	int64_t sent = lease_now_ns(), until = lease_safe_until(l);
-	natsStatus s = NATS_CONNECTION_DISCONNECTED;
-	bool link = natsConnection_Status(ns->nc) == NATS_CONN_STATUS_CONNECTED;
-	/* Sent while the link is down, a write would wait in the library's
-	 * buffer for whatever server comes next, which may be one that lost
-	 * its store: no renewal before the bucket was looked at again. */
-	bool sent_now = link && !atomic_load(&ns->recheck);
-
-	snprintf(v.holder, sizeof(v.holder), "%s", pl->holder);
-	v.expires_ns = ns_server_hi(ns, sent) + ns->ttl_ms * 1000000;
-	if (sent_now)
-		s = write_value(ns->kv, pl->key, &v, false);
-	/* Reachability: what a sent renewal found, or a link that is down
-	 * (not a renewal held back for a look at the bucket). */
-	if (sent_now || !link)
-		lease_store_reach(l->store, !unreachable(s));
-	/* Nothing listens on the bucket's subjects: it may be gone. */
-	if (s == NATS_NO_RESPONDERS)
-		atomic_store(&ns->recheck, true);
-	if (s != NATS_OK && unreachable(s)) {
-		pl->next_renew = lease_deadline_ms(RETRY_MS);
-		if (until && lease_now_ns() >= until)
-			lease_mark_lost(l, LEASE_LOSS_STORE);
-		return;
-	}
-	if (s != NATS_OK) {
-		pl->renewing = false;
-		lease_mark_lost(l, why_gone(ns, pl));
-		return;
-	}
-	pl->revision = v.revision;
-	*rd = (struct round){ .sent = sent, .rev = v.revision,
-			      .created_ns = pl->created_ns };
-	lease_set_safe_until(l, ns_safe_until(ns, sent));
-	/* Put, not an update on our last revision: the renewal above was
-	 * conditional and succeeded, so the markers are ours to write, and a
-	 * refused contender for the name (which writes the same keys before
-	 * it looks, and deletes them after) must not make us stop. */
-	for (size_t i = 0; i < pl->nmarkers; i++)
-		if (pl->markers[i])
-			marker_put(ns, pl->markers[i], &v, &pl->marker_revs[i]);
-	if (revoked_locked(ns, pl))
-		lease_mark_lost(l, LEASE_LOSS_REVOKED);
-	pl->next_renew = sent + ns->ttl_ms / 3 * 1000000;
-}
-
-/*
- * Caller holds ns->lock: look at the bucket.  Gone, or made anew since a
- * grant was made in it, is loss (and no more renewals: the key is not
- * ours to write); a maximum age that no longer fits the TTL is loss (the
- * server may drop the entry while we believe in it; renewals go on, for a
- * drain).  The stream's last timestamp, of a write at or after the
- * round's last renewal, measures the server's clock.  0, or -errno if the
- * server could not be asked.
- */
-static int bucket_check_locked(struct ns_store *ns, const struct round *rd)
-{
-	struct ns_bucket b;
-	int r = ns_bucket_info(ns, &b, NULL);
-
-	if (r < 0)
-		return r;
-	for (struct ns_lease *pl = ns->leases; pl; pl = pl->next) {
-		if (r == 0 || b.created_ns != pl->created_ns) {
-			pl->renewing = false;
-			lease_mark_lost(pl->lease, LEASE_LOSS_STORE);
-		} else if (b.max_age_ns > 0 &&
-			   ns->ttl_ms * 1000000 >= b.max_age_ns) {
-			lease_mark_lost(pl->lease, LEASE_LOSS_STORE);
-		}
-	}
-	if (r == 1 && rd && rd->sent && rd->created_ns == b.created_ns &&
-	    b.last_seq >= rd->rev && b.last_ts_ns > 0)
-		ns_clock_note(ns, b.last_ts_ns, rd->sent, b.recv_ns);
-	return 0;
-}
-
-/* Caller holds ns->lock: renew what is due; ms to the next duty. */
-static int duties_locked(struct ns_store *ns)
-{
-	bool bell = atomic_exchange(&ns->revoke_seen, false);
-	int64_t now = lease_now_ns(), next = now + (int64_t)RETRY_MS * 1000000;
-	struct round rd = { 0 };
-
-	/* After a reconnect or an advisory: the bucket first. */
-	if (atomic_exchange(&ns->recheck, false) && ns->leases &&
-	    bucket_check_locked(ns, NULL) < 0)
-		atomic_store(&ns->recheck, true);
-	for (struct ns_lease *pl = ns->leases; pl; pl = pl->next) {
-		if (!pl->renewing)
-			continue;
-		if (bell && !lease_is_lost(pl->lease) && revoked_locked(ns, pl))
-			lease_mark_lost(pl->lease, LEASE_LOSS_REVOKED);
-		if (lease_now_ns() >= pl->next_renew)
-			renew_locked(ns, pl, &rd);
-		if (pl->renewing && pl->next_renew < next)
-			next = pl->next_renew;
-	}
-	if ((rd.sent || atomic_exchange(&ns->recheck, false)) &&
-	    bucket_check_locked(ns, &rd) < 0)
-		atomic_store(&ns->recheck, true);
-	now = lease_now_ns();
-	return next > now ? (int)((next - now) / 1000000) + 1 : 0;
-}
-
-static void *renew_thread(void *arg)
-{
-	struct ns_store *ns = arg;
-
-	pthread_mutex_lock(&ns->lock);
-	while (!ns->worker.stopping) {
-		int timeout = duties_locked(ns);
-
-		pthread_mutex_unlock(&ns->lock);
-		lease_worker_wait(&ns->worker, -1, timeout);
-		pthread_mutex_lock(&ns->lock);
-	}
-	pthread_mutex_unlock(&ns->lock);
-	return NULL;
-}
-
-void ns_thread_stop(struct ns_store *ns)
-{
-	lease_worker_stop(&ns->worker, &ns->lock);
-}
-
-static int holder_add(struct ns_store *ns, struct ns_lease *pl)
-{
-	char subj[NS_KEY_MAX + 48];
-	int r;
-
-	snprintf(subj, sizeof(subj), NS_SUBJECT ".revoke.%s", pl->key);
-	if (natsConnection_Subscribe(&pl->bell, ns->nc, subj, bell_rang, ns) !=
-	    NATS_OK || natsConnection_FlushTimeout(ns->nc, 3000) != NATS_OK)
-		return -EIO;
-	pthread_mutex_lock(&ns->lock);
-	r = lease_worker_start_locked(&ns->worker, renew_thread, ns);
-	if (r == 0) {
-		pl->renewing = true;
-		pl->next_renew = lease_now_ns() + ns->ttl_ms / 3 * 1000000;
-		pl->next = ns->leases;
-		ns->leases = pl;
-		lease_worker_kick(&ns->worker);
-	}
-	pthread_mutex_unlock(&ns->lock);
-	return r;
-}
-
-static void holder_remove(struct ns_store *ns, struct ns_lease *pl)
-{
-	pthread_mutex_lock(&ns->lock);
-	for (struct ns_lease **pp = &ns->leases; *pp; pp = &(*pp)->next) {
-		if (*pp == pl) {
-			*pp = pl->next;
-			break;
-		}
-	}
-	pl->renewing = false;
-	pthread_mutex_unlock(&ns->lock);
-	if (pl->bell) {
-		natsSubscription_Unsubscribe(pl->bell);
-		natsSubscription_Destroy(pl->bell);
-		pl->bell = NULL;
-	}
-}
-
 /* ---- acquire and release -------------------------------------------- */
 
 /* Our grant given back at once: expires now, the epoch kept. */
@@ -583,7 +290,7 @@ static void give_back(struct ns_store *ns, struct ns_lease *pl, uint64_t epoch)
 			      .revision = pl->revision };
 
 	snprintf(v.holder, sizeof(v.holder), "%s", pl->holder);
-	write_value(ns->kv, pl->key, &v, false);
+	ns_write_value(ns->kv, pl->key, &v, false);
 }
 
 /* record_put() for a grant, its failure said. */
@@ -628,10 +335,10 @@ static int grant(struct lease_store *store, struct ns_lease *pl,
 		give_back(ns, pl, v->epoch);
 		return r;
 	}
-	pl->lease = l;
+	pl->rn.lease = l;
 	l->priv = pl;
 	lease_set_safe_until(l, ns_safe_until(ns, sent));
-	r = holder_add(ns, pl);
+	r = ns_holder_add(ns, pl);
 	if (r < 0) {
 		give_back(ns, pl, v->epoch);
 		l->priv = NULL;
@@ -727,7 +434,7 @@ int ns_release(struct lease *l, int64_t deadline)
 	(void)deadline;
 	if (!pl)
 		return 0;
-	holder_remove(ns, pl);
+	ns_holder_remove(ns, pl);
 	/* Our record says "released" before the grant goes: a revoker that
 	 * sees the entry expired knows it was given back, not let lapse.
 	 * Only our own record, at the revision read (a successor may have
@@ -752,7 +459,7 @@ void ns_free_lease(struct lease *l)
 
 	if (!pl)
 		return;
-	holder_remove(ns_of(l->store), pl);
+	ns_holder_remove(ns_of(l->store), pl);
 	ns_lease_free(pl);
 	l->priv = NULL;
 }

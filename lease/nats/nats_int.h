@@ -3,10 +3,13 @@
  * The natsstore backend ("nats://H:P[,H:P...][?max_ttl=S]"): the seed
  * harness's store on NATS JetStream KV, read and written as the harness
  * does, so that a harness session and a leasefs mount contend for one
- * lease.  What its units share (store.c: the store, connection, keys and
- * values; server.c: the bucket's info and creation, the server's clock;
- * epoch.c: epochs' high-water marks; grant.c: acquire, renew, release;
- * view.c: show, list, revoke, fence).
+ * lease.  What its units share (kv.c: keys, times and values, statuses;
+ * server.c: the bucket's info and creation, the server's clock; epoch.c:
+ * epochs' high-water marks; records.c: our holder records and markers;
+ * holder.c: the wire calls of the renewal engine (../renew.h); grant.c:
+ * acquire and release; view.c: show, list, revoke, fence; store.c: the
+ * store, its connection and backend table).  Each calls only units
+ * listed before it.
  *
  * The harness's bucket, kept as the harness keeps it:
  *   natsstore_leases (file storage, history 1); key = the name with
@@ -50,9 +53,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backend.h"
+#include "renew.h"
 
 #define NS_BUCKET "natsstore_leases"
 #define NS_OWN_BUCKET "natsstore_leases_leasefs"
@@ -88,6 +93,16 @@ struct ns_clock {
 	int64_t at;          /* monotonic ns; 0: never measured */
 };
 
+/* What a round's renewals tell of the server's clock: the send time,
+ * revision and expires_at of the last one that succeeded, and its
+ * bucket. */
+struct ns_round {
+	int64_t sent;
+	uint64_t rev;
+	int64_t created_ns;
+	int64_t expires_ns;
+};
+
 /* The highest epoch this store has seen of a name (its process's
  * memory; the store's own is "e.KEY" in our bucket). */
 struct ns_seen {
@@ -107,12 +122,12 @@ struct ns_store {
 	 * default the harness's): no grant into a bucket younger than
 	 * max_ttl + max_ttl/3, no mount's TTL above it. */
 	int64_t max_ttl_ms;
-	/* lock protects leases (and each member's fields marked so) and
-	 * the worker's running and stopping.  The thread holds it for its
-	 * renewals. */
+	/* lock protects the renewer's grants and thread (renew.h), bell and
+	 * round.  The thread holds it for its renewals. */
 	pthread_mutex_t lock;
-	struct ns_lease *leases;
-	struct lease_worker worker; /* renews; kicked by a revoke's bell */
+	struct lease_renewer renewer; /* kicked by a revoke's bell */
+	bool bell;                /* lock: the bell rang before this round */
+	struct ns_round round;    /* lock: this round's */
 	atomic_bool revoke_seen;  /* set by the bell's callback */
 	/* Set on a reconnect or a JetStream advisory about the bucket:
 	 * the thread looks at the bucket before it renews again. */
@@ -138,27 +153,29 @@ struct ns_value {
 };
 
 struct ns_lease {
-	struct lease *lease;     /* immutable */
+	struct lease_renewal rn; /* the engine's; rn.lease immutable */
 	char key[NS_KEY_MAX];    /* immutable */
 	char holder[33];         /* immutable */
 	uint64_t revision;       /* lock: of our last write */
 	natsSubscription *bell;  /* made at grant, destroyed at release */
-	int64_t next_renew;      /* lock: monotonic ns */
-	bool renewing;           /* lock: still renewed */
 	int64_t created_ns;      /* immutable: the bucket's creation it was
 				    granted in; another is loss */
 	char **markers;          /* "w.SCOPE.KEY" per scope; immutable */
 	uint64_t *marker_revs;   /* lock */
 	size_t nmarkers;
-	struct ns_lease *next;   /* lock */
 };
+
+static inline struct ns_lease *ns_lease_of(struct lease_renewal *g)
+{
+	return (struct ns_lease *)((char *)g - offsetof(struct ns_lease, rn));
+}
 
 static inline struct ns_store *ns_of(const struct lease_store *store)
 {
 	return store->priv;
 }
 
-/* store.c */
+/* kv.c */
 /* The harness's key for `name`: 0 or -ENAMETOOLONG. */
 int ns_key(const char *name, char *out, size_t outsz);
 /* Back from a key to the name: 0 or -EINVAL. */
@@ -178,6 +195,12 @@ int ns_fail(struct ns_store *ns, natsStatus s, const char *name,
 	    const char *what, struct lease_err *err);
 /* Publish `what` ("revoke", "release") for `key`. */
 void ns_publish(struct ns_store *ns, const char *what, const char *key);
+/* A status that says the server is out of reach (not a refusal). */
+bool ns_unreachable(natsStatus s);
+/* Write `v` at `key`: created if `create`, else conditional on
+ * v->revision; v->revision becomes the new one. */
+natsStatus ns_write_value(kvStore *kv, const char *key, struct ns_value *v,
+			  bool create);
 
 /* server.c: the harness's bucket, the server's clock */
 /* The bucket's info: 1 with *b, 0 if there is none, or -errno.  A "ts"
@@ -225,28 +248,7 @@ int ns_hwm_raise(struct ns_store *ns, const char *key, uint64_t epoch,
 void ns_hwm_note(struct ns_store *ns, const char *key, uint64_t epoch);
 void ns_hwm_free(struct ns_store *ns);
 
-/* grant.c */
-int ns_try_acquire(struct lease_store *store, const char *name,
-		   const struct lease_scopes *sc, int64_t deadline,
-		   struct lease **out, struct lease_err *err);
-void ns_await_change(struct lease_store *store, const char *name,
-		     const struct lease_scopes *sc, int64_t deadline);
-int ns_release(struct lease *l, int64_t deadline);
-void ns_free_lease(struct lease *l);
-void ns_thread_stop(struct ns_store *ns);
-/* The safe-until of a write sent at `sent` (monotonic). */
-int64_t ns_safe_until(struct ns_store *ns, int64_t sent);
-
-/* view.c */
-int ns_show(struct lease_store *store, const char *name,
-	    struct lease_info *info, struct lease_err *err);
-int ns_list(struct lease_store *store, lease_list_cb cb, void *userdata,
-	    struct lease_err *err);
-int ns_revoke(struct lease_store *store, const char *name, int64_t deadline,
-	      uint64_t *epoch, struct lease_err *err);
-int ns_await_fence(struct lease_store *store, const char *name,
-		   uint64_t epoch, int64_t deadline, enum lease_fence *out,
-		   struct lease_err *err);
+/* records.c */
 /* A leasefs holder's record ("h.KEY" in our bucket). */
 struct ns_record {
 	uint64_t epoch;
@@ -273,5 +275,38 @@ int ns_own_delete_if(struct ns_store *ns, const char *rk, uint64_t rev);
 /* Live grants within `name`: count, and the first one's name and epoch. */
 unsigned ns_within(struct ns_store *ns, const char *key, char *first,
 		   size_t firstsz, uint64_t *first_epoch);
+/* Put marker `mk` (a grant's value under a scope), *rev its revision. */
+natsStatus ns_marker_put(struct ns_store *ns, const char *mk,
+			 const struct ns_value *v, uint64_t *rev);
+
+/* holder.c */
+extern const struct lease_renew_ops ns_renew_ops;
+/* The safe-until of a write sent at `sent` (monotonic). */
+int64_t ns_safe_until(struct ns_store *ns, int64_t sent);
+/* Renew `pl` (its lease set) from now on, its bell listened to: 0 or
+ * -errno. */
+int ns_holder_add(struct ns_store *ns, struct ns_lease *pl);
+/* No more renewals of `pl`, nor its bell. */
+void ns_holder_remove(struct ns_store *ns, struct ns_lease *pl);
+
+/* grant.c */
+int ns_try_acquire(struct lease_store *store, const char *name,
+		   const struct lease_scopes *sc, int64_t deadline,
+		   struct lease **out, struct lease_err *err);
+void ns_await_change(struct lease_store *store, const char *name,
+		     const struct lease_scopes *sc, int64_t deadline);
+int ns_release(struct lease *l, int64_t deadline);
+void ns_free_lease(struct lease *l);
+
+/* view.c */
+int ns_show(struct lease_store *store, const char *name,
+	    struct lease_info *info, struct lease_err *err);
+int ns_list(struct lease_store *store, lease_list_cb cb, void *userdata,
+	    struct lease_err *err);
+int ns_revoke(struct lease_store *store, const char *name, int64_t deadline,
+	      uint64_t *epoch, struct lease_err *err);
+int ns_await_fence(struct lease_store *store, const char *name,
+		   uint64_t epoch, int64_t deadline, enum lease_fence *out,
+		   struct lease_err *err);
 
 #endif

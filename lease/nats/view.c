@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The natsstore backend: our records, show, list, revoke and its fence
- * (the buckets: nats_int.h).
+ * The natsstore backend: show, list, revoke and its fence (the buckets:
+ * nats_int.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -12,134 +12,6 @@
 #include <json-c/json.h>
 
 #include "nats_int.h"
-
-/* A fence is looked at this often when nothing is published (a harness
- * release, an expiry). */
-#define FENCE_LOOK_MS 500
-
-/* ---- our records ---------------------------------------------------- */
-
-int ns_holder_read(struct ns_store *ns, const char *key, struct ns_record *rec)
-{
-	char rk[NS_KEY_MAX + 4];
-	kvEntry *e = NULL;
-	json_object *o, *x;
-	int r = 0;
-
-	memset(rec, 0, sizeof(*rec));
-	snprintf(rk, sizeof(rk), "h.%s", key);
-	if (kvStore_Get(&e, ns->own, rk) != NATS_OK)
-		return 0;
-	o = json_tokener_parse(kvEntry_ValueString(e));
-	if (o && json_object_object_get_ex(o, "epoch", &x)) {
-		rec->epoch = (uint64_t)json_object_get_int64(x);
-		if (json_object_object_get_ex(o, "holder", &x))
-			snprintf(rec->holder, sizeof(rec->holder), "%s",
-				 json_object_get_string(x));
-		rec->revoked = json_object_object_get_ex(o, "revoked", &x) &&
-			       json_object_get_boolean(x);
-		rec->released = json_object_object_get_ex(o, "released", &x) &&
-				json_object_get_boolean(x);
-		if (json_object_object_get_ex(o, "pid", &x))
-			rec->pid = json_object_get_int(x);
-		if (json_object_object_get_ex(o, "description", &x))
-			snprintf(rec->desc, sizeof(rec->desc), "%s",
-				 json_object_get_string(x));
-		rec->rev = kvEntry_Revision(e);
-		r = 1;
-	}
-	json_object_put(o);
-	kvEntry_Destroy(e);
-	return r;
-}
-
-int ns_holder_mark(struct ns_store *ns, const char *key, const char *field,
-		   uint64_t rev, uint64_t *nrev)
-{
-	char rk[NS_KEY_MAX + 4];
-	kvEntry *e = NULL;
-	json_object *o;
-	uint64_t got = 0;
-	natsStatus s;
-
-	snprintf(rk, sizeof(rk), "h.%s", key);
-	if (kvStore_Get(&e, ns->own, rk) != NATS_OK)
-		return -ENOENT;
-	o = kvEntry_Revision(e) == rev
-		? json_tokener_parse(kvEntry_ValueString(e)) : NULL;
-	kvEntry_Destroy(e);
-	if (!o)
-		return -EAGAIN; /* changed since `rev`, or unreadable */
-	json_object_object_add(o, field, json_object_new_boolean(true));
-	s = kvStore_UpdateString(&got, ns->own, rk, json_object_to_json_string(o),
-				 rev);
-	json_object_put(o);
-	if (s != NATS_OK)
-		return -EAGAIN;
-	if (nrev)
-		*nrev = got;
-	return 0;
-}
-
-int ns_own_delete_if(struct ns_store *ns, const char *rk, uint64_t rev)
-{
-	char subj[NS_KEY_MAX * 2 + 64];
-	natsMsg *m = NULL;
-	jsPubOptions o;
-	natsStatus s;
-
-	if (!rev)
-		return -EINVAL; /* 0 would make the condition none */
-	snprintf(subj, sizeof(subj), "$KV." NS_OWN_BUCKET ".%s", rk);
-	jsPubOptions_Init(&o);
-	o.ExpectLastSubjectSeq = rev;
-	s = natsMsg_Create(&m, subj, NULL, NULL, 0);
-	if (s == NATS_OK)
-		s = natsMsgHeader_Set(m, "KV-Operation", "DEL");
-	if (s == NATS_OK)
-		s = js_PublishMsg(NULL, ns->js, m, &o, NULL);
-	natsMsg_Destroy(m);
-	return s == NATS_OK ? 0 : -EAGAIN;
-}
-
-unsigned ns_within(struct ns_store *ns, const char *key, char *first,
-		   size_t firstsz, uint64_t *first_epoch)
-{
-	char filter[NS_KEY_MAX + 8];
-	kvWatchOptions o;
-	kvWatcher *w = NULL;
-	kvEntry *e = NULL;
-	unsigned n = 0;
-
-	kvWatchOptions_Init(&o);
-	o.IgnoreDeletes = true;
-	snprintf(filter, sizeof(filter), "w.%s.*", key);
-	if (kvStore_Watch(&w, ns->own, filter, &o) != NATS_OK)
-		return 0;
-	/* The initial values, up to the NULL entry that ends them. */
-	while (kvWatcher_Next(&e, w, 2000) == NATS_OK && e) {
-		const char *k = strrchr(kvEntry_Key(e), '.') + 1;
-		struct ns_value mv;
-
-		mv.written_ns = kvEntry_Created(e);
-		if (ns_value_parse(kvEntry_Value(e), kvEntry_ValueLen(e), &mv) == 0 &&
-		    ns_live(ns, &mv) && n++ == 0)
-			ns_unkey(k, first, firstsz);
-		kvEntry_Destroy(e);
-		e = NULL;
-	}
-	kvEntry_Destroy(e);
-	kvWatcher_Destroy(w);
-	if (n && first_epoch) {
-		struct ns_value v;
-		char ik[NS_KEY_MAX];
-
-		if (ns_key(first, ik, sizeof(ik)) == 0 &&
-		    ns_get(ns, ns->kv, ik, &v, NULL) == 1)
-			*first_epoch = v.epoch;
-	}
-	return n;
-}
 
 /* ---- show and list -------------------------------------------------- */
 
@@ -306,53 +178,58 @@ static int fence_state(struct ns_store *ns, const char *key, uint64_t epoch,
 	return 0;
 }
 
+/* The fence's look (with a fresh measure of the server's clock) and
+ * wait (for the holder's release, published). */
+struct fence_ctx {
+	struct ns_store *ns;
+	const char *key;
+	uint64_t epoch;
+	natsSubscription *sub;
+};
+
+static int fence_look(void *ctx, enum lease_fence *out, bool *leasefs,
+		      int64_t *ms, struct lease_err *err)
+{
+	struct fence_ctx *fc = ctx;
+
+	ns_clock_fresh(fc->ns, NULL);
+	return fence_state(fc->ns, fc->key, fc->epoch, out, leasefs, ms, err);
+}
+
+static void fence_wait(void *ctx, int64_t until)
+{
+	struct fence_ctx *fc = ctx;
+	natsMsg *m = NULL;
+
+	if (natsSubscription_NextMsg(&m, fc->sub, (until - lease_now_ns()) /
+				     1000000 + 1) == NATS_OK)
+		natsMsg_Destroy(m);
+}
+
 int ns_await_fence(struct lease_store *store, const char *name,
 		   uint64_t epoch, int64_t deadline, enum lease_fence *out,
 		   struct lease_err *err)
 {
 	struct ns_store *ns = ns_of(store);
 	char key[NS_KEY_MAX], subj[NS_KEY_MAX + 48];
-	natsSubscription *sub = NULL;
-	bool leasefs = true;
-	int64_t ms = 0, first_expiry = 0;
+	struct fence_ctx fc = { ns, key, epoch, NULL };
+	const struct lease_fence_look fl = {
+		.state = fence_look, .wait = fence_wait, .ctx = &fc,
+		.slack_ms = 200, .untold = "it releases, or stops renewing and "
+		"its entry expires",
+	};
 	int r;
 
 	*out = LEASE_FENCE_PENDING;
 	if (ns_key(name, key, sizeof(key)) < 0)
 		return lease_err_set(err, LEASE_E_BADNAME, 0, name, "name too long");
 	snprintf(subj, sizeof(subj), NS_SUBJECT ".release.%s", key);
-	if (natsConnection_SubscribeSync(&sub, ns->nc, subj) != NATS_OK)
+	if (natsConnection_SubscribeSync(&fc.sub, ns->nc, subj) != NATS_OK)
 		return lease_err_set(err, LEASE_E_IO, -EIO, name, "natsstore %s: "
 				     "cannot subscribe", ns->shown);
 	natsConnection_FlushTimeout(ns->nc, 3000);
-	for (;;) {
-		natsMsg *m = NULL;
-		int64_t look;
-
-		ns_clock_fresh(ns, NULL);
-		r = fence_state(ns, key, epoch, out, &leasefs, &ms, err);
-		if (r != 0 || lease_deadline_passed(deadline))
-			break;
-		/* A harness holder cannot be told: it is fenced only if it has
-		 * stopped renewing, which its first expiry shows. */
-		if (!leasefs && !first_expiry)
-			first_expiry = lease_deadline_ms(ms + 200);
-		if (!leasefs && lease_deadline_passed(first_expiry))
-			break;
-		look = lease_deadline_ms(ms > 0 && ms < FENCE_LOOK_MS ? ms + 1
-					 : FENCE_LOOK_MS);
-		if (look > deadline)
-			look = deadline;
-		if (natsSubscription_NextMsg(&m, sub, (look - lease_now_ns()) /
-					     1000000 + 1) == NATS_OK)
-			natsMsg_Destroy(m);
-	}
-	natsSubscription_Unsubscribe(sub);
-	natsSubscription_Destroy(sub);
-	if (r > 0)
-		return 0;
-	if (r == 0 && !leasefs)
-		lease_err_untold(err, name, epoch, "it releases, or stops renewing "
-				 "and its entry expires");
+	r = lease_fence_wait(&fl, name, epoch, deadline, out, err);
+	natsSubscription_Unsubscribe(fc.sub);
+	natsSubscription_Destroy(fc.sub);
 	return r;
 }

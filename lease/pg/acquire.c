@@ -328,10 +328,10 @@ int pg_try_acquire(struct lease_store *store, const char *name,
 		free(pl);
 		return r;
 	}
-	pl->lease = l;
+	pl->rn.lease = l;
 	l->priv = pl;
 	lease_set_safe_until(l, safe);
-	r = pg_holder_add(ps, pl);
+	r = lease_renew_add(&ps->renewer, &pl->rn);
 	if (r < 0) {
 		/* No renewals: the grant expires by itself; let it go now. */
 		pg_release(l, deadline);
@@ -354,7 +354,7 @@ void pg_await_change(struct lease_store *store, const char *name,
 	(void)name;
 	(void)sc;
 	pthread_mutex_lock(&ps->lock);
-	if (pg_thread_start_locked(ps) == 0)
+	if (lease_renew_start_locked(&ps->renewer) == 0)
 		pg_wait_event_locked(ps, until < deadline ? until : deadline);
 	pthread_mutex_unlock(&ps->lock);
 }
@@ -372,7 +372,7 @@ int pg_release(struct lease *l, int64_t deadline)
 
 	if (!pl)
 		return 0;
-	pg_holder_remove(ps, pl);
+	lease_renew_remove(&ps->renewer, &pl->rn);
 	snprintf(e, sizeof(e), "%" PRIu64, l->epoch);
 	pthread_mutex_lock(&ps->lock);
 	r = pg_cmd(ps, deadline, "BEGIN", NULL);
@@ -406,7 +406,7 @@ void pg_free_lease(struct lease *l)
 
 	if (!pl)
 		return;
-	pg_holder_remove(pg_of(l->store), pl);
+	lease_renew_remove(&pg_of(l->store)->renewer, &pl->rn);
 	free(pl);
 	l->priv = NULL;
 }

@@ -3,10 +3,12 @@
  * The pgstore backend ("postgres://…", "postgresql://…"): the seed
  * harness's fleet store on PostgreSQL, read and written as the harness
  * does, so that a harness session and a leasefs mount contend for one
- * lease.  What its units share (pg.c: the store, its connection and
- * queries; schema.c: identifiers and the tables as found; acquire.c:
- * acquire and release; holder.c: the thread that renews and listens;
- * view.c: show, list, revoke and its fence).  The design: README.md.
+ * lease.  What its units share (conn.c: the connection, its queries and
+ * notifications, which database it reaches; schema.c: identifiers and
+ * the tables as found; holder.c: the wire calls of the renewal engine
+ * (../renew.h); acquire.c: acquire and release; view.c: show, list,
+ * revoke and its fence; pg.c: the store and its backend table).  Each
+ * calls only units listed before it.  The design: README.md.
  *
  * The harness's table, which its migration runner makes (migration 0002,
  * recorded in SCHEMA.PREFIXschema_migrations) and leasefs never makes
@@ -58,9 +60,11 @@
 #include <libpq-fe.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backend.h"
+#include "renew.h"
 
 /* The harness's default LeaseTTL (options.go:19): the default max_ttl,
  * and a mount's TTL when it names none. */
@@ -77,6 +81,17 @@
 #define PG_T_NAMES "\"_leasefs\".\"pgstore_names\""
 #define PG_T_WITHIN "\"_leasefs\".\"pgstore_within\""
 #define PG_CHANNEL "leasefs_pgstore"
+/* Every query is bounded; this is the bound when the caller has none. */
+#define PG_QUERY_MS 5000
+/* The harness's migration that makes the lease table
+ * (migrations/0002_leases.sql). */
+#define PG_LEASES_MIGRATION 2
+/* The harness's record of the lease table's making: the applied_at of
+ * the first migration from PG_LEASES_MIGRATION on (a later migration does
+ * not move it).  An SQL expression. */
+#define PG_LEASES_MADE(versions) "(SELECT applied_at FROM " versions " WHERE " \
+	"version >= 2 ORDER BY version LIMIT 1)"
+_Static_assert(PG_LEASES_MIGRATION == 2, "PG_LEASES_MADE names version 2");
 
 struct pg_lease;
 
@@ -96,9 +111,8 @@ struct pg_store {
 	 * lease table is younger than max_ttl + max_ttl/3 (a holder from
 	 * before it may still believe), and no mount's TTL is above it. */
 	int64_t max_ttl_ms;
-	/* lock protects conn, leases (and each member's fields marked so),
-	 * the worker's running and stopping, and events; changed is its
-	 * condition. */
+	/* lock protects conn, the renewer's grants and thread (renew.h),
+	 * and events; changed is its condition. */
 	pthread_mutex_t lock;
 	pthread_cond_t changed;  /* a notification came, or a renewal ran */
 	PGconn *conn;            /* NULL while down */
@@ -110,25 +124,25 @@ struct pg_store {
 	 * until the tables are looked at (and ours made) again. */
 	char ident[PG_IDENT_MAX];
 	bool anew;
-	struct pg_lease *leases;
-	struct lease_worker worker; /* renews, listens, reconnects */
+	struct lease_renewer renewer; /* renews, listens, reconnects */
 };
 
 struct pg_lease {
-	struct lease *lease;     /* immutable */
+	struct lease_renewal rn; /* the engine's; rn.lease immutable */
 	char holder[PG_HOLDER_HEX + 3]; /* "\x" + hex: bytea input; immutable */
-	int64_t next_renew;      /* lock: monotonic ns */
-	bool check_now;          /* lock: a revoke was notified */
-	bool renewing;           /* lock: still renewed (not lost for good) */
-	struct pg_lease *next;   /* lock */
 };
+
+static inline struct pg_lease *pg_lease_of(struct lease_renewal *g)
+{
+	return (struct pg_lease *)((char *)g - offsetof(struct pg_lease, rn));
+}
 
 static inline struct pg_store *pg_of(const struct lease_store *store)
 {
 	return store->priv;
 }
 
-/* pg.c */
+/* conn.c */
 /* Caller holds ps->lock.  One statement with text parameters, bounded by
  * `deadline` (a query past it is cancelled and the connection dropped):
  * 0 with *res (tuples or command ok), or -errno with err filled. */
@@ -158,6 +172,14 @@ int64_t pg_safe_until(const struct pg_store *ps, int64_t sent, int64_t left_ms);
 int64_t pg_grace_ms(const struct pg_store *ps);
 /* Parse a bigint column; 0 on NULL. */
 int64_t pg_i64(const PGresult *res, int row, int col);
+/* Caller holds ps->lock, connected: what identifies the database (the
+ * cluster's system_identifier where this user may read it, and the time
+ * the harness's lease table was made, recorded by its migration runner),
+ * into buf; 0 or -errno. */
+int pg_identity_locked(struct pg_store *ps, char *buf, size_t sz,
+		       struct lease_err *err);
+/* Caller holds ps->lock: wait for a notification or `until`. */
+void pg_wait_event_locked(struct pg_store *ps, int64_t until);
 
 /* schema.c */
 /* `s` (schema or table_prefix, named `what`) by the harness's rule, at
@@ -169,12 +191,6 @@ void pg_names_set(struct pg_store *ps, const char *schema, const char *prefix);
  * its migrations made it (else LEASE_E_SETUP, nothing changed), and ours
  * are (made if missing). */
 int pg_schema_open_locked(struct pg_store *ps, struct lease_err *err);
-/* Caller holds ps->lock, connected: what identifies the database (the
- * cluster's system_identifier where this user may read it, and the time
- * the harness's lease table was made, recorded by its migration runner),
- * into buf; 0 or -errno. */
-int pg_identity_locked(struct pg_store *ps, char *buf, size_t sz,
-		       struct lease_err *err);
 
 /* Caller holds ps->lock, connected, ps->anew: the tables looked at
  * again (ours made if missing) and the identity taken on; a database not
@@ -187,13 +203,7 @@ int pg_age_ms_locked(struct pg_store *ps, int64_t deadline, int64_t *age,
 		     struct lease_err *err);
 
 /* holder.c */
-int pg_holder_add(struct pg_store *ps, struct pg_lease *pl);
-void pg_holder_remove(struct pg_store *ps, struct pg_lease *pl);
-/* Caller holds ps->lock: the thread runs (for renewals or notices). */
-int pg_thread_start_locked(struct pg_store *ps);
-void pg_thread_stop(struct pg_store *ps);
-/* Caller holds ps->lock: a "revoke NAME" notification. */
-void pg_revoke_noticed_locked(struct pg_store *ps, const char *name);
+extern const struct lease_renew_ops pg_renew_ops;
 
 /* acquire.c */
 int pg_try_acquire(struct lease_store *store, const char *name,
@@ -214,7 +224,5 @@ int pg_revoke(struct lease_store *store, const char *name, int64_t deadline,
 int pg_await_fence(struct lease_store *store, const char *name,
 		   uint64_t epoch, int64_t deadline, enum lease_fence *out,
 		   struct lease_err *err);
-/* Caller holds ps->lock: wait for a notification or `until`. */
-void pg_wait_event_locked(struct pg_store *ps, int64_t until);
 
 #endif

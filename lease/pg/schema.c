@@ -18,9 +18,6 @@
 
 #include "pg_int.h"
 
-/* The harness's migration that makes the lease table
- * (migrations/0002_leases.sql). */
-#define LEASES_MIGRATION 2
 /* The longest suffix leasefs appends to the table prefix: the harness's
  * version table (migrations.go:52). */
 #define LONGEST_SUFFIX "schema_migrations"
@@ -162,7 +159,7 @@ static int not_set_up(struct pg_store *ps, const struct found *f,
 	char said[256];
 
 	record_said(ps, f, said, sizeof(said));
-	if (f->version >= LEASES_MIGRATION)
+	if (f->version >= PG_LEASES_MIGRATION)
 		return lease_err_set(err, LEASE_E_SETUP, 0, NULL, "pgstore %s: %s "
 				     "but the harness's lease table %s is not "
 				     "there (dropped?); leasefs will not make it "
@@ -177,7 +174,7 @@ static int not_set_up(struct pg_store *ps, const struct found *f,
 				     "this database: stop every mount on it and "
 				     "repair it as leasefs(8) says under "
 				     "\"PostgreSQL stores\" (the epochs are kept)",
-				     ps->shown, ps->t_main, said, LEASES_MIGRATION,
+				     ps->shown, ps->t_main, said, PG_LEASES_MIGRATION,
 				     f->old_holders ? ": an older leasefs made it"
 				     : "");
 	return lease_err_set(err, LEASE_E_SETUP, 0, NULL, "pgstore %s: the "
@@ -305,7 +302,7 @@ int pg_schema_open_locked(struct pg_store *ps, struct lease_err *err)
 				     "schema or table_prefix make one of %zu: "
 				     "choose shorter ones", ps->shown,
 				     f.ident_max, ps->longest);
-	if (f.version < LEASES_MIGRATION || !f.leases)
+	if (f.version < PG_LEASES_MIGRATION || !f.leases)
 		return not_set_up(ps, &f, err);
 	r = columns_ok(ps, err);
 	if (r == 0)
@@ -315,39 +312,6 @@ int pg_schema_open_locked(struct pg_store *ps, struct lease_err *err)
 		if (r == 0)
 			r = own_owned(ps, &f, err);
 	}
-	return r;
-}
-
-/* ---- which database -------------------------------------------------- */
-
-/* The harness's record of the lease table's making: the applied_at of
- * the first migration from LEASES_MIGRATION on (a later migration does
- * not move it).  An SQL expression. */
-#define LEASES_MADE(versions) "(SELECT applied_at FROM " versions " WHERE " \
-	"version >= 2 ORDER BY version LIMIT 1)"
-
-_Static_assert(LEASES_MIGRATION == 2, "LEASES_MADE names version 2");
-
-int pg_identity_locked(struct pg_store *ps, char *buf, size_t sz,
-		       struct lease_err *err)
-{
-	char sql[1024];
-	const char *p[] = { ps->t_main };
-	PGresult *res = NULL;
-	int r;
-
-	/* pg_control_system() may be closed to this user: then the rest. */
-	snprintf(sql, sizeof(sql), "SELECT CASE WHEN has_function_privilege("
-		 "'pg_control_system()', 'EXECUTE') THEN (SELECT "
-		 "system_identifier FROM pg_control_system())::text ELSE '-' END "
-		 "|| ' ' || (SELECT oid FROM pg_database WHERE datname = "
-		 "current_database())::text || ' ' || coalesce(to_regclass($1)::"
-		 "oid::text, '-') || ' ' || coalesce(extract(epoch FROM "
-		 LEASES_MADE("%s") ")::text, '-')", ps->t_versions);
-	r = pg_query(ps, 0, sql, 1, p, &res, err);
-	if (r == 0)
-		snprintf(buf, sz, "%s", PQgetvalue(res, 0, 0));
-	PQclear(res);
 	return r;
 }
 
@@ -378,7 +342,7 @@ int pg_age_ms_locked(struct pg_store *ps, int64_t deadline, int64_t *age,
 	int r;
 
 	snprintf(sql, sizeof(sql), "SELECT (extract(epoch FROM clock_timestamp() "
-		 "- " LEASES_MADE("%s") ") * 1000)::bigint", ps->t_versions);
+		 "- " PG_LEASES_MADE("%s") ") * 1000)::bigint", ps->t_versions);
 	r = pg_query(ps, deadline, sql, 0, NULL, &res, err);
 	if (r == 0)
 		*age = PQgetisnull(res, 0, 0) ? 0 : pg_i64(res, 0, 0);

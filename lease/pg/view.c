@@ -11,10 +11,6 @@
 
 #include "pg_int.h"
 
-/* A fence is looked at this often when nothing notifies (a harness
- * release, an expiry). */
-#define FENCE_LOOK_MS 500
-
 /* The columns every view reads, for each name of `names` (a subquery
  * naming a column `name`): epoch, held (on the database's clock), ms to
  * expiry, whether our record names this holder and says revoked, pid,
@@ -195,39 +191,45 @@ static int fence_state(struct pg_store *ps, const char *name, uint64_t epoch,
 	return r;
 }
 
+/* The fence's look and wait, under ps->lock. */
+struct fence_ctx {
+	struct pg_store *ps;
+	const char *name;
+	uint64_t epoch;
+};
+
+static int fence_look(void *ctx, enum lease_fence *out, bool *leasefs,
+		      int64_t *ms, struct lease_err *err)
+{
+	struct fence_ctx *fc = ctx;
+
+	return fence_state(fc->ps, fc->name, fc->epoch, out, leasefs, ms, err);
+}
+
+static void fence_wait(void *ctx, int64_t until)
+{
+	pg_wait_event_locked(((struct fence_ctx *)ctx)->ps, until);
+}
+
 int pg_await_fence(struct lease_store *store, const char *name,
 		   uint64_t epoch, int64_t deadline, enum lease_fence *out,
 		   struct lease_err *err)
 {
 	struct pg_store *ps = pg_of(store);
-	bool leasefs = true;
-	int64_t ms = 0, first_expiry = 0;
+	struct fence_ctx fc = { ps, name, epoch };
+	const struct lease_fence_look fl = {
+		.state = fence_look, .wait = fence_wait, .ctx = &fc,
+		.slack_ms = 100, .untold = "it releases, or stops renewing and "
+		"the database expires it",
+	};
 	int r;
 
 	*out = LEASE_FENCE_PENDING;
 	pthread_mutex_lock(&ps->lock);
-	r = pg_thread_start_locked(ps);
-	while (r == 0) {
-		int64_t look;
-
-		r = fence_state(ps, name, epoch, out, &leasefs, &ms, err);
-		if (r != 0 || lease_deadline_passed(deadline))
-			break;
-		/* A harness holder cannot be told: it is fenced only if it has
-		 * stopped renewing, which its first expiry shows. */
-		if (!leasefs && !first_expiry)
-			first_expiry = lease_deadline_ms(ms + 100);
-		if (!leasefs && lease_deadline_passed(first_expiry))
-			break;
-		look = lease_deadline_ms(ms > 0 && ms < FENCE_LOOK_MS ? ms + 1
-					 : FENCE_LOOK_MS);
-		pg_wait_event_locked(ps, look < deadline ? look : deadline);
-	}
+	/* The thread reads the notifications a release sends. */
+	r = lease_renew_start_locked(&ps->renewer);
+	if (r == 0)
+		r = lease_fence_wait(&fl, name, epoch, deadline, out, err);
 	pthread_mutex_unlock(&ps->lock);
-	if (r > 0)
-		return 0;
-	if (r == 0 && !leasefs)
-		lease_err_untold(err, name, epoch, "it releases, or stops renewing "
-				 "and the database expires it");
 	return r;
 }
