@@ -16,7 +16,7 @@
  * `adm`.
  *
  * Units:
- *   core.c      the object
+ *   object.c    the object
  *   identity.c  acting as the caller (fsuid/fsgid, groups, umask)
  *   inode.c     inode table, file handles, fd budget, the root record
  *   entry.c     names: lookup, make, link, remove, rename
