@@ -143,7 +143,14 @@ void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	fi->fh = fh_make(a.fd_out, uid);
 	open_reply_flags(fs, fi);
-	iomode_opened(req, inode_of(fs, e.ino), a.fd_out, fi->flags, false, &m);
+	rc = iomode_opened(req, inode_of(fs, e.ino), a.fd_out, fi->flags,
+			   false, &m);
+	if (rc < 0) {
+		drop_open(fs, a.fd_out, uid);
+		table_unref(fs, inode_of(fs, e.ino), 1);
+		reply_err(req, rc);
+		return;
+	}
 	iomode_apply(&m, fi);
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		/* The kernel will not release a handle it never received. */
@@ -208,7 +215,12 @@ void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	opened(fs, fd);
 	fi->fh = fh_make(fd, uid);
 	open_reply_flags(fs, fi);
-	iomode_opened(req, inode, fd, fi->flags, true, &m);
+	rc = iomode_opened(req, inode, fd, fi->flags, true, &m);
+	if (rc < 0) {
+		drop_open(fs, fd, uid);
+		reply_err(req, rc);
+		return;
+	}
 	if (iomode_reply_open(req, fi, &m) != 0) {
 		iomode_released(fs, fuse_req_userdata(req), inode);
 		drop_open(fs, fd, uid);

@@ -44,6 +44,7 @@ struct lfs_inode {
 	bool direct;            /* every open is direct (FOPEN_DIRECT_IO) */
 	bool bypassed;          /* this period wrote past the page cache */
 	bool cache_stale;       /* ... so the next one must not keep it */
+	bool read_write;        /* an O_RDWR open was seen: no passthrough */
 };
 
 /* Subordinate uids [start, end) and the person they count as. */
@@ -95,9 +96,9 @@ struct lfs {
 	int pt_tree_fd;         /* the clone (open_tree) */
 	int pt_setup_err;       /* -errno: why there is no clone */
 	int pt_mount_fd;        /* its root, O_RDONLY: open_by_handle_at's */
-	/* io_lock protects each inode's opens, backing_id, direct, bypassed
-	 * and cache_stale; held across a backing file's registration (an
-	 * ioctl), never across a reply. */
+	/* io_lock protects each inode's opens, backing_id, direct, bypassed,
+	 * cache_stale and read_write; held across a backing file's
+	 * registration (an ioctl), never across a reply. */
 	pthread_mutex_t io_lock;
 
 	/* open_lock protects open_total, open_root and the per-person counts
@@ -334,9 +335,11 @@ void backing_teardown(struct lfs *fs);
 void backing_noatime(struct lfs *fs);
 /* An open of inode by req's caller, open at fd with open(2) `flags`,
  * about to be answered: decide and count it (until iomode_released()).
- * `may_pass` false: never passthrough (creates). */
-void iomode_opened(fuse_req_t req, struct lfs_inode *inode, int fd,
-		   int flags, bool may_pass, struct io_mode *m);
+ * `may_pass` false: never passthrough (creates).  0, or -ETXTBSY: the
+ * open may not be served while the inode's passthrough period lasts
+ * (nothing counted; the caller replies the error). */
+int iomode_opened(fuse_req_t req, struct lfs_inode *inode, int fd,
+		  int flags, bool may_pass, struct io_mode *m);
 /* The reply flags of an open or create decided so (not passthrough). */
 void iomode_apply(const struct io_mode *m, struct fuse_file_info *fi);
 /* fuse_reply_open() of an open decided so. */
