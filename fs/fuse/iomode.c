@@ -24,9 +24,12 @@
  *    (or a create) never joins one: the kernel would map the backing file
  *    for it, and stores through a shared writable mapping would reach
  *    ROOT past the gate, also after loss, with no way to revoke them.  It
- *    is refused with ETXTBSY (the kernel allows no other mode while the
- *    period lasts); once a read-write open was seen, the inode starts no
- *    passthrough period again while the daemon keeps its record;
+ *    waits up to PT_END_WAIT_MS for the period to end (the kernel sends
+ *    RELEASE after close() has returned, so a period its callers have
+ *    ended may not have ended here yet), then is refused with ETXTBSY
+ *    (the kernel allows no other mode while the period lasts); once a
+ *    read-write open was seen, the inode starts no passthrough period
+ *    again while the daemon keeps its record;
  *  - a write-only open of an idle inode (a create, a rewrite: tar, cp,
  *    compilers, git checkout) starts a direct period, where the wire lets
  *    a direct open be mapped shared (FUSE_DIRECT_IO_ALLOW_MMAP): every
@@ -59,6 +62,7 @@
 #include <pthread.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lfs_int.h"
@@ -68,6 +72,20 @@
  * (git status reading its index: 0.69x with them passed through), and
  * exclusive placement keeps their pages across opens anyway. */
 #define PT_MIN_SIZE ((off_t)1 << 20)
+/* How long one read-write open waits for a passthrough period's pending
+ * releases before it is refused.  One waiter at a time: a worker waiting
+ * here serves nothing else. */
+#define PT_END_WAIT_MS 50
+
+void iomode_init(struct lfs *fs)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&fs->io_idle, &a);
+	pthread_condattr_destroy(&a);
+}
 
 static int open_tree_clone(int dirfd)
 {
@@ -216,6 +234,26 @@ static void start(struct lfs_inode *inode, bool direct, int flags,
 	inode->cache_stale = false;
 }
 
+/* Wait (io_lock held) for the inode's passthrough period to end, at most
+ * PT_END_WAIT_MS and only if no other open waits: whether it ended. */
+static bool wait_period_end(struct lfs *fs, const struct lfs_inode *inode)
+{
+	struct timespec until;
+	int rc = 0;
+
+	if (fs->io_waiting)
+		return false;
+	fs->io_waiting = true;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += PT_END_WAIT_MS * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	while (inode->opens > 0 && inode->backing_id > 0 && rc == 0)
+		rc = pthread_cond_timedwait(&fs->io_idle, &fs->io_lock, &until);
+	fs->io_waiting = false;
+	return inode->opens == 0 || inode->backing_id <= 0;
+}
+
 /* Whether an idle inode's read-only open at fd may start a passthrough
  * period (io_lock held). */
 static bool may_start_passthrough(const struct lfs_inode *inode, int fd)
@@ -257,6 +295,8 @@ int iomode_opened(fuse_req_t req, struct lfs_inode *inode, int fd,
 	pthread_mutex_lock(&fs->io_lock);
 	inode->read_write |= read_write(flags);
 	rc = join(inode, flags, may_pass, m);
+	if (rc == -ETXTBSY && wait_period_end(fs, inode))
+		rc = join(inode, flags, may_pass, m);
 	if (rc != 0)
 		goto out;
 	if (pt && may_pass && read_only(flags) && pt->passthrough(s->transport) &&
@@ -306,6 +346,8 @@ void iomode_released(struct lfs *fs, const struct lfs_session *s,
 		 * (see the top of this file). */
 		inode->cache_stale = inode->bypassed;
 		inode->direct = inode->bypassed = false;
+		if (fs->io_waiting)
+			pthread_cond_broadcast(&fs->io_idle);
 	}
 	pthread_mutex_unlock(&fs->io_lock);
 	if (id > 0)

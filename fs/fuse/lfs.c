@@ -128,6 +128,7 @@ int lfs_new(const struct lfs_config *cfg, struct lfs **out)
 	pthread_mutex_init(&fs->lock, NULL);
 	pthread_mutex_init(&fs->open_lock, NULL);
 	pthread_mutex_init(&fs->io_lock, NULL);
+	iomode_init(fs);
 	fs->nbuckets = LFS_TABLE_MIN_BUCKETS;
 	fs->buckets = calloc(fs->nbuckets, sizeof(*fs->buckets));
 	fs->root_path = strdup(cfg->root);
@@ -227,6 +228,7 @@ void lfs_free(struct lfs *fs)
 	pthread_mutex_destroy(&fs->lock);
 	pthread_mutex_destroy(&fs->open_lock);
 	pthread_mutex_destroy(&fs->io_lock);
+	pthread_cond_destroy(&fs->io_idle);
 	free(fs->root_path);
 	free(fs);
 }

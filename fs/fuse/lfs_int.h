@@ -97,9 +97,13 @@ struct lfs {
 	int pt_setup_err;       /* -errno: why there is no clone */
 	int pt_mount_fd;        /* its root, O_RDONLY: open_by_handle_at's */
 	/* io_lock protects each inode's opens, backing_id, direct, bypassed,
-	 * cache_stale and read_write; held across a backing file's
-	 * registration (an ioctl), never across a reply. */
+	 * cache_stale and read_write, and io_waiting; held across a backing
+	 * file's registration (an ioctl), never across a reply. */
 	pthread_mutex_t io_lock;
+	/* Broadcast (io_lock) when a period ends while io_waiting: one
+	 * read-write open waits for a passthrough period to end (iomode.c). */
+	pthread_cond_t io_idle;
+	bool io_waiting;
 
 	/* open_lock protects open_total, open_root and the per-person counts
 	 * in users (open addressing by person key; entries are never
@@ -327,6 +331,8 @@ struct io_mode {
 	bool drop_cache;        /* the page cache from before is not kept */
 };
 
+/* fs->io_idle, on the monotonic clock. */
+void iomode_init(struct lfs *fs);
 /* The clone of the root's mount for backing files (cfg.passthrough and a
  * privileged daemon; else passthrough stays off).  0 or -errno. */
 int backing_setup(struct lfs *fs);

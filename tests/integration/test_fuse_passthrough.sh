@@ -90,6 +90,14 @@ try:
 except OSError as e:
     assert e.errno == errno.ETXTBSY, e
 m.close(); os.close(r); os.close(w)
+PY
+# The kernel sends the releases after close() returns: the daemon's
+# period ends when it has them.
+wait_until 5 has_line '^0$' fuse_get "$M" backing_files || fail "backing file kept after close"
+python3 - "$M" "$R" <<'PY' || fail "mixed opens, after the refusal"
+import mmap, os, sys
+p, rp = sys.argv[1] + "/mixed", sys.argv[2] + "/mixed"
+MiB = 1 << 20
 # From then on the file's periods are cached: a reader, then a
 # read-write open beside it, whose shared map writes.
 r = os.open(p, os.O_RDONLY)
@@ -111,7 +119,42 @@ chmod +x "$M/mytrue"
 opens=$(fuse_get "$M" backing_opens)
 "$M/mytrue" || fail "an executable from the mount did not run"
 [ "$(fuse_get "$M" backing_opens)" -gt "$opens" ] || fail "the executable was not passed through"
-ok "reader then writer (read-write: ETXTBSY, then cached), mmaps of both, exec: consistent, and ROOT holds the bytes"
+# A read-write open right after the last reader closed is not refused,
+# though the reader's release may reach the daemon after it (on io_uring,
+# from another CPU's queue): it waits for the period's releases.  The
+# reader closes on one CPU, a second process opens on another at once.
+python3 - "$M" <<'PY' || fail "a read-write open after the reader closed"
+import errno, os, sys
+cpus = sorted(os.sched_getaffinity(0))
+names = ["%s/after%d" % (sys.argv[1], i) for i in range(200)]
+for p in names:
+    with open(p, "wb") as f:
+        f.truncate(1 << 20)
+go, done = os.pipe(), os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.sched_setaffinity(0, {cpus[-1]})
+    busy = 0
+    for p in names:
+        os.read(go[0], 1)
+        try:
+            os.close(os.open(p, os.O_RDWR))
+        except OSError as e:
+            if e.errno != errno.ETXTBSY:
+                raise
+            busy += 1
+        os.write(done[1], b"x")
+    os._exit(1 if busy else 0)
+os.sched_setaffinity(0, {cpus[0]})
+for p in names:
+    r = os.open(p, os.O_RDONLY)
+    os.read(r, 1)
+    os.close(r)
+    os.write(go[1], b"x")
+    os.read(done[0], 1)
+sys.exit(1 if os.waitpid(pid, 0)[1] else 0)
+PY
+ok "reader then writer (read-write: ETXTBSY, then cached), mmaps of both, exec: consistent, and ROOT holds the bytes; a read-write open right after the reader's close succeeds"
 
 # --- (d) ------------------------------------------------------------------
 python3 - "$M" <<'PY' || fail "concurrent opens"
