@@ -370,6 +370,117 @@ static void test_no_direct_period(void **state)
 	}
 }
 
+/* A wire with passthrough: backing files get id 7; what the next open
+ * reply was told, and how many backing files are open. */
+static int pt_reply_id, pt_files;
+static bool pt_reply_direct;
+
+static bool yes(struct transport *t)
+{
+	(void)t;
+	return true;
+}
+
+static int fake_backing_open(struct transport *t, int fd)
+{
+	(void)t;
+	(void)fd;
+	pt_files++;
+	return 7;
+}
+
+static void fake_backing_close(struct transport *t, int id)
+{
+	(void)t;
+	assert_int_equal(id, 7);
+	pt_files--;
+}
+
+static void fake_next_reply(int id, bool direct_io)
+{
+	if (id) {
+		pt_reply_id = id;
+		pt_reply_direct = direct_io;
+	}
+}
+
+static const struct lfs_wire_ops pt_wire = {
+	.passthrough = yes,
+	.backing_open = fake_backing_open,
+	.backing_close = fake_backing_close,
+	.next_reply = fake_next_reply,
+	.direct_mmap = yes,
+};
+
+/* The fixture with passthrough asked for (on where the process may). */
+static int setup_pt(void **state)
+{
+	struct lfs_config cfg = { .entry_timeout = 1, .attr_timeout = 1,
+				  .keep_cache = true, .direct_writes = true,
+				  .passthrough = true };
+	struct fx *f;
+
+	setup(state);
+	f = *state;
+	lfs_free(f->fs);
+	cfg.root = f->root;
+	assert_int_equal(lfs_new(&cfg, &f->fs), 0);
+	f->req.sess.fs = f->fs;
+	f->req.sess.wire = &pt_wire;
+	pt_files = 0;
+	return 0;
+}
+
+/* Open `ino` with `flags`; the backing id its reply named (0: none). */
+static int pt_open(struct fx *f, fuse_ino_t ino, int flags,
+		   struct fuse_file_info *fi)
+{
+	pt_reply_id = 0;
+	*fi = open_as(f, ino, flags);
+	return pt_reply_id;
+}
+
+/* Read-only opens of a file of 1 MiB or more start a passthrough period;
+ * a write-only open joins it direct; a read-write open (which the kernel
+ * would map from the backing file, past the gate) is refused with
+ * ETXTBSY, and the file is not passed through again; small files never
+ * are. */
+static void test_passthrough_periods(void **state)
+{
+	struct fx *f = *state;
+	struct fuse_file_info r, r2, w, fi = { .flags = O_RDWR };
+	fuse_ino_t big, small;
+
+	if (lfs_passthrough(f->fs) != 1)
+		skip();                 /* not root, or no file handles */
+	put_file(f, "small", "small");
+	put_file(f, "big", "");
+	assert_int_equal(truncate(backing(f, "big"), 1 << 20), 0);
+	small = lookup(f, "small");
+	big = lookup(f, "big");
+
+	assert_int_equal(pt_open(f, small, O_RDONLY, &r), 0);
+	release(f, small, &r);
+
+	assert_int_equal(pt_open(f, big, O_RDONLY, &r), 7);
+	assert_int_equal(pt_files, 1);
+	assert_int_equal(pt_open(f, big, O_RDONLY, &r2), 7);
+	assert_int_equal(pt_open(f, big, O_WRONLY, &w), 7);
+	assert_true(pt_reply_direct);
+	lfs_ops()->open(req_of(f), big, &fi);
+	assert_int_equal(f->req.err, ETXTBSY);
+	assert_false(f->req.open);
+	release(f, big, &w);
+	release(f, big, &r2);
+	release(f, big, &r);
+	assert_int_equal(pt_files, 0);
+
+	assert_int_equal(pt_open(f, big, O_RDONLY, &r), 0);
+	assert_false(r.direct_io);
+	release(f, big, &r);
+	assert_int_equal(pt_files, 0);
+}
+
 /* ---- the gate over the real table ----------------------------------------- */
 
 /* The gate knows every operation the passthrough serves (default-deny
@@ -416,6 +527,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lookup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_direct_periods, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_direct_period, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_passthrough_periods, setup_pt, teardown),
 		cmocka_unit_test_setup_teardown(test_gate_over_real_ops, setup, teardown),
 	};
 

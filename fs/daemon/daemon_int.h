@@ -43,8 +43,9 @@
 #define KILLPRIV_V2_DEFAULT true
 /* FUSE over io_uring when the kernel has it enabled (README: measured). */
 #define IO_URING_DEFAULT true
-/* FUSE passthrough of read-only opens (README: measured). */
-#define PASSTHROUGH_DEFAULT false
+/* FUSE passthrough of read-only opens of large files (README: measured;
+ * fs/fuse/iomode.c: what never passes through). */
+#define PASSTHROUGH_DEFAULT true
 /* Write-only opens past the page cache (README: measured). */
 #define DIRECT_WRITES_DEFAULT true
 #define DRAIN_TIMEOUT_MS 10000

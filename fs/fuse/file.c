@@ -56,7 +56,13 @@ void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	entry_fill(fs, &e, &out);
 	fi->fh = fh_make(o.fd, o.uid);
 	open_reply_flags(fs, fi);
-	iomode_opened(req, e.inode, o.fd, fi->flags, false, &m);
+	rc = iomode_opened(req, e.inode, o.fd, fi->flags, false, &m);
+	if (rc < 0) {
+		core_release(fs, &o);
+		table_unref(fs, e.inode, 1);
+		reply_err(req, rc);
+		return;
+	}
 	iomode_apply(&m, fi);
 	if (fuse_reply_create(req, &out, fi) != 0) {
 		/* The kernel will not release a handle it never received. */
@@ -74,9 +80,12 @@ void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct admission adm = open_admission(req, fi->flags);
 	struct lfs_open o;
 	struct io_mode m;
-	bool changed;
-	int rc = core_open(fs, inode, fi->flags, kill_flagged(req), &c, &adm,
-			   &o, &changed);
+	bool changed = false;
+	int rc = iomode_may_open(fs, inode, fi->flags);
+
+	if (rc == 0)
+		rc = core_open(fs, inode, fi->flags, kill_flagged(req), &c,
+			       &adm, &o, &changed);
 
 	if (changed)
 		mode_changed(req, ino);
@@ -86,7 +95,12 @@ void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	fi->fh = fh_make(o.fd, o.uid);
 	open_reply_flags(fs, fi);
-	iomode_opened(req, inode, o.fd, fi->flags, true, &m);
+	rc = iomode_opened(req, inode, o.fd, fi->flags, true, &m);
+	if (rc < 0) {
+		core_release(fs, &o);
+		reply_err(req, rc);
+		return;
+	}
 	if (iomode_reply_open(req, fi, &m) != 0) {
 		iomode_released(fs, fuse_req_userdata(req), inode);
 		core_release(fs, &o);

@@ -5,9 +5,10 @@
  *    write sent on at once (there is no writeback cache);
  *  - direct (FOPEN_DIRECT_IO): reads and writes go to the daemon as they
  *    come, nothing of them is cached;
- *  - passthrough (FUSE passthrough, only where turned on): the kernel
- *    reads (and maps) a registered backing file itself.  Writes never go
- *    that way: a write to the backing file would not pass the gate.
+ *  - passthrough (FUSE passthrough, on by default where the kernel and
+ *    the daemon's privileges allow it): the kernel reads (and maps) a
+ *    registered backing file itself.  Writes never go that way: a write
+ *    to the backing file would not pass the gate.
  *
  * The kernel's rules (fs/fuse/iomode.c) shape the bookkeeping: while one
  * open of an inode is passthrough, every open of it must be, of the same
@@ -15,11 +16,20 @@
  * inode counts the opens the daemon answered, and the first open of an
  * idle inode decides a *period* for all that follow until the last is
  * released:
- *  - a read-only open (no O_TRUNC, no O_DIRECT) of an idle inode starts a
- *    passthrough period where passthrough is on; later read-only opens
- *    join it, and a writer joins with FOPEN_DIRECT_IO: its reads and
- *    writes come to the daemon (and through the gate), only its mmaps go
- *    to the backing file (README: "FUSE passthrough");
+ *  - a read-only open (no O_TRUNC, no O_DIRECT) of an idle inode of at
+ *    least PT_MIN_SIZE bytes that no read-write open has been seen on
+ *    starts a passthrough period where passthrough is on; later read-only
+ *    opens join it, and a write-only open joins with FOPEN_DIRECT_IO: its
+ *    writes come to the daemon (and through the gate).  A read-write open
+ *    (or a create) never joins one: the kernel would map the backing file
+ *    for it, and stores through a shared writable mapping would reach
+ *    ROOT past the gate, also after loss, with no way to revoke them.  It
+ *    waits up to PT_END_WAIT_MS for the period to end (the kernel sends
+ *    RELEASE after close() has returned, so a period its callers have
+ *    ended may not have ended here yet), then is refused with ETXTBSY
+ *    (the kernel allows no other mode while the period lasts); once a
+ *    read-write open was seen, the inode starts no passthrough period
+ *    again while the daemon keeps its record;
  *  - a write-only open of an idle inode (a create, a rewrite: tar, cp,
  *    compilers, git checkout) starts a direct period, where the wire lets
  *    a direct open be mapped shared (FUSE_DIRECT_IO_ALLOW_MMAP): every
@@ -50,10 +60,32 @@
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lfs_int.h"
+
+/* Files smaller than this are served through the page cache: a period
+ * costs two ioctls and a backing open, which small reads do not repay
+ * (git status reading its index: 0.69x with them passed through), and
+ * exclusive placement keeps their pages across opens anyway. */
+#define PT_MIN_SIZE ((off_t)1 << 20)
+/* How long one read-write open waits for a passthrough period's pending
+ * releases before it is refused.  One waiter at a time: a worker waiting
+ * here serves nothing else. */
+#define PT_END_WAIT_MS 50
+
+void iomode_init(struct lfs *fs)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&fs->io_idle, &a);
+	pthread_condattr_destroy(&a);
+}
 
 static int open_tree_clone(int dirfd)
 {
@@ -130,6 +162,12 @@ static bool write_only(int flags)
 	return (flags & O_ACCMODE) == O_WRONLY;
 }
 
+/* An open that could map the file shared and writable. */
+static bool read_write(int flags)
+{
+	return (flags & O_ACCMODE) == O_RDWR;
+}
+
 /* An O_DIRECT writer: its writes go past the page cache in any period. */
 static bool direct_writer(int flags)
 {
@@ -159,11 +197,16 @@ static int register_backing(struct lfs *fs, const struct lfs_session *s,
 	return id;
 }
 
-/* Join the inode's current period, if it has one (io_lock held). */
-static bool join(struct lfs_inode *inode, int flags, struct io_mode *m)
+/* Join the inode's current period, if it has one (io_lock held): 1, 0
+ * if it is idle, -ETXTBSY for an open that may not join a passthrough
+ * period (see the top of this file). */
+static int join(struct lfs_inode *inode, int flags, bool may_pass,
+		struct io_mode *m)
 {
 	if (inode->opens == 0)
-		return false;
+		return 0;
+	if (inode->backing_id > 0 && (read_write(flags) || !may_pass))
+		return -ETXTBSY;
 	inode->opens++;
 	inode->bypassed |= direct_writer(flags);
 	if (inode->backing_id > 0) {
@@ -173,7 +216,7 @@ static bool join(struct lfs_inode *inode, int flags, struct io_mode *m)
 	} else {
 		m->direct_io = inode->direct;
 	}
-	return true;
+	return 1;
 }
 
 /* Start a period that is not passthrough (io_lock held, the inode idle):
@@ -190,14 +233,47 @@ static void start(struct lfs_inode *inode, bool direct, int flags,
 	inode->cache_stale = false;
 }
 
+/* Wait (io_lock held) for the inode's passthrough period to end, at most
+ * PT_END_WAIT_MS and only if no other open waits: whether it ended. */
+static bool wait_period_end(struct lfs *fs, const struct lfs_inode *inode)
+{
+	struct timespec until;
+	int rc = 0;
+
+	if (fs->io_waiting)
+		return false;
+	fs->io_waiting = true;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += PT_END_WAIT_MS * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	while (inode->opens > 0 && inode->backing_id > 0 && rc == 0)
+		rc = pthread_cond_timedwait(&fs->io_idle, &fs->io_lock, &until);
+	fs->io_waiting = false;
+	return inode->opens == 0 || inode->backing_id <= 0;
+}
+
+/* Whether an idle inode's read-only open at fd may start a passthrough
+ * period (io_lock held). */
+static bool may_start_passthrough(const struct lfs_inode *inode, int fd)
+{
+	struct stat st;
+
+	return !inode->read_write && fstat(fd, &st) == 0 &&
+	       S_ISREG(st.st_mode) && st.st_size >= PT_MIN_SIZE;
+}
+
 /* A passthrough period, if the wire takes the file open at fd as a
  * backing file (io_lock held, the inode idle). */
 static bool start_passthrough(struct lfs *fs, const struct lfs_session *s,
 			      struct lfs_inode *inode, int fd,
 			      struct io_mode *m)
 {
-	int id = register_backing(fs, s, fd);
+	int id;
 
+	if (!may_start_passthrough(inode, fd))
+		return false;
+	id = register_backing(fs, s, fd);
 	if (id <= 0)
 		return false;
 	inode->opens = 1;
@@ -206,16 +282,36 @@ static bool start_passthrough(struct lfs *fs, const struct lfs_session *s,
 	return true;
 }
 
-void iomode_opened(fuse_req_t req, struct lfs_inode *inode, int fd,
-		   int flags, bool may_pass, struct io_mode *m)
+int iomode_may_open(struct lfs *fs, struct lfs_inode *inode, int flags)
+{
+	int rc = 0;
+
+	if (!read_write(flags))
+		return 0;
+	pthread_mutex_lock(&fs->io_lock);
+	inode->read_write = true;
+	if (inode->opens > 0 && inode->backing_id > 0 &&
+	    !wait_period_end(fs, inode))
+		rc = -ETXTBSY;
+	pthread_mutex_unlock(&fs->io_lock);
+	return rc;
+}
+
+int iomode_opened(fuse_req_t req, struct lfs_inode *inode, int fd,
+		  int flags, bool may_pass, struct io_mode *m)
 {
 	struct lfs *fs = req_fs(req);
 	const struct lfs_session *s = fuse_req_userdata(req);
 	const struct lfs_wire_ops *pt = backing_ops(s, fs);
+	int rc;
 
 	*m = (struct io_mode){ 0 };
 	pthread_mutex_lock(&fs->io_lock);
-	if (join(inode, flags, m))
+	inode->read_write |= read_write(flags);
+	rc = join(inode, flags, may_pass, m);
+	if (rc == -ETXTBSY && wait_period_end(fs, inode))
+		rc = join(inode, flags, may_pass, m);
+	if (rc != 0)
 		goto out;
 	if (pt && may_pass && read_only(flags) && pt->passthrough(s->transport) &&
 	    start_passthrough(fs, s, inode, fd, m))
@@ -223,6 +319,7 @@ void iomode_opened(fuse_req_t req, struct lfs_inode *inode, int fd,
 	start(inode, write_only(flags) && direct_allowed(s, fs), flags, m);
 out:
 	pthread_mutex_unlock(&fs->io_lock);
+	return rc < 0 ? rc : 0;
 }
 
 void iomode_apply(const struct io_mode *m, struct fuse_file_info *fi)
@@ -263,6 +360,8 @@ void iomode_released(struct lfs *fs, const struct lfs_session *s,
 		 * (see the top of this file). */
 		inode->cache_stale = inode->bypassed;
 		inode->direct = inode->bypassed = false;
+		if (fs->io_waiting)
+			pthread_cond_broadcast(&fs->io_idle);
 	}
 	pthread_mutex_unlock(&fs->io_lock);
 	if (id > 0)

@@ -104,8 +104,10 @@ int lfs_new(const struct lfs_config *cfg, struct lfs **out)
 
 	/* Without the clone (an unprivileged daemon, a kernel without
 	 * open_tree) reads stay the daemon's. */
-	if (rc == 0)
+	if (rc == 0) {
+		iomode_init(*out);
 		(*out)->pt_setup_err = backing_setup(*out);
+	}
 	return rc;
 }
 
@@ -161,5 +163,6 @@ void lfs_free(struct lfs *fs)
 	if (!fs)
 		return;
 	backing_teardown(fs);
+	pthread_cond_destroy(&fs->io_idle);
 	core_free(fs);
 }

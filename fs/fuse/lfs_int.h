@@ -132,17 +132,26 @@ struct io_mode {
 	bool drop_cache;        /* the page cache from before is not kept */
 };
 
+/* fs->io_idle, on the monotonic clock. */
+void iomode_init(struct lfs *fs);
 /* The clone of the root's mount for backing files (cfg.passthrough and a
  * privileged daemon; else passthrough stays off).  0 or -errno. */
 int backing_setup(struct lfs *fs);
 void backing_teardown(struct lfs *fs);
 /* After loss: backing files read without atime updates. */
 void backing_noatime(struct lfs *fs);
+/* Before the backing open of an open with open(2) `flags`: 0, or
+ * -ETXTBSY for a read-write open the inode's passthrough period refuses,
+ * decided before anything (O_TRUNC) changes the backing file.  From then
+ * on the inode starts no passthrough period (inode->read_write). */
+int iomode_may_open(struct lfs *fs, struct lfs_inode *inode, int flags);
 /* An open of inode by req's caller, open at fd with open(2) `flags`,
  * about to be answered: decide and count it (until iomode_released()).
- * `may_pass` false: never passthrough (creates). */
-void iomode_opened(fuse_req_t req, struct lfs_inode *inode, int fd,
-		   int flags, bool may_pass, struct io_mode *m);
+ * `may_pass` false: never passthrough (creates).  0, or -ETXTBSY: the
+ * open may not be served while the inode's passthrough period lasts
+ * (nothing counted; the caller replies the error). */
+int iomode_opened(fuse_req_t req, struct lfs_inode *inode, int fd,
+		  int flags, bool may_pass, struct io_mode *m);
 /* The reply flags of an open or create decided so (not passthrough). */
 void iomode_apply(const struct io_mode *m, struct fuse_file_info *fi);
 /* fuse_reply_open() of an open decided so. */

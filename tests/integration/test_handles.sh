@@ -16,8 +16,11 @@ for d in $(seq 10); do
 done
 # Every name is looked up (and kept) by the kernel: 210 inodes.
 [ "$(find "$M" -type f | wc -l)" -eq 200 ] || fail "find does not see 200 files"
+# 16 inode fds beside the daemon's own (42-44: the store, the control
+# socket, the FUSE device and its queues, passthrough's clone of ROOT's
+# mount), against 210 if every inode kept one.
 fds=$(ls "/proc/$DAEMON_PID/fd" | wc -l)
-[ "$fds" -lt 60 ] || fail "daemon holds $fds fds for 210 inodes: no handles in use"
+[ "$fds" -lt 64 ] || fail "daemon holds $fds fds for 210 inodes: no handles in use"
 ok "210 inodes held with $fds daemon fds"
 
 for d in $(seq 10); do

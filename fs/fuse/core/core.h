@@ -63,6 +63,7 @@ struct lfs_inode {
 	bool direct;            /* every open is direct (FOPEN_DIRECT_IO) */
 	bool bypassed;          /* this period wrote past the page cache */
 	bool cache_stale;       /* ... so the next one must not keep it */
+	bool read_write;        /* an O_RDWR open was seen: no passthrough */
 };
 
 struct lfs {
@@ -103,10 +104,14 @@ struct lfs {
 	int pt_tree_fd;         /* the clone (open_tree) */
 	int pt_setup_err;       /* -errno: why there is no clone */
 	int pt_mount_fd;        /* its root, O_RDONLY: open_by_handle_at's */
-	/* io_lock protects each inode's opens, backing_id, direct, bypassed
-	 * and cache_stale; held across a backing file's registration (an
-	 * ioctl), never across a reply. */
+	/* io_lock protects each inode's opens, backing_id, direct, bypassed,
+	 * cache_stale and read_write, and io_waiting; held across a backing
+	 * file's registration (an ioctl), never across a reply. */
 	pthread_mutex_t io_lock;
+	/* Broadcast (io_lock) when a period ends while io_waiting: one
+	 * read-write open waits for a passthrough period to end (iomode.c). */
+	pthread_cond_t io_idle;
+	bool io_waiting;
 
 	/* open_lock protects open_total, open_root and the per-person counts
 	 * in users (open addressing by person key; entries are never
