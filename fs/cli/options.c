@@ -127,6 +127,7 @@ enum opt_kind {
 	OPT_DIRATIME, /* nodiratime / diratime */
 	OPT_LAZYTIME, /* the superblock's lazytime */
 	OPT_STACKED,  /* allow_stacked_root: --allow-stacked-root */
+	OPT_PASSTHROUGH, /* passthrough / nopassthrough (last one wins) */
 };
 
 static const struct mount_opt {
@@ -155,6 +156,8 @@ static const struct mount_opt {
 	{ "nodiratime", OPT_DIRATIME, 1 }, { "diratime", OPT_DIRATIME, 0 },
 	{ "lazytime", OPT_LAZYTIME, 1 }, { "nolazytime", OPT_LAZYTIME, 0 },
 	{ "allow_stacked_root", OPT_STACKED, 1 },
+	{ "passthrough", OPT_PASSTHROUGH, 1 },
+	{ "nopassthrough", OPT_PASSTHROUGH, 0 },
 };
 
 static const struct mount_opt *find_mount_opt(const char *opt)
@@ -227,6 +230,9 @@ static int take_fuse_opt(struct mount_opts *o, const char *opt,
 		return 0;
 	case OPT_STACKED:
 		o->allow_stacked_root = true;
+		return 0;
+	case OPT_PASSTHROUGH:
+		o->passthrough = m->value;
 		return 0;
 	case OPT_ALWAYS:
 	case OPT_IGNORED:
@@ -506,6 +512,7 @@ int parse_mount(int argc, char **argv, struct mount_opts *o,
 	o->leases = default_leases();
 	o->log_level = LOG_INFO;
 	o->attrs.nodiratime = o->attrs.lazytime = -1;
+	o->passthrough = -1;
 	optind = 1;
 	opterr = 0; /* its messages would begin "mount:" */
 	while ((c = getopt_long(argc, argv, so, lo, NULL)) != -1) {

@@ -132,8 +132,8 @@ static struct lfs_config policy_for(const struct mount_opts *o,
 		/* LEASEFS_SUBUID_FILE: tests only (a private copy). */
 		.subuid_path = getenv("LEASEFS_SUBUID_FILE")
 			? getenv("LEASEFS_SUBUID_FILE") : "/etc/subuid",
-		.passthrough = env_flag("LEASEFS_PASSTHROUGH",
-					PASSTHROUGH_DEFAULT),
+		.passthrough = o->passthrough >= 0 ? o->passthrough != 0
+			: env_flag("LEASEFS_PASSTHROUGH", PASSTHROUGH_DEFAULT),
 		.direct_writes = env_flag("LEASEFS_DIRECT_WRITES",
 					  DIRECT_WRITES_DEFAULT),
 	};

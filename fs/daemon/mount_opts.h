@@ -29,6 +29,8 @@ struct mount_opts {
 	bool allow_other;    /* -o allow_other (a user's mount: asked for) */
 	bool allow_stacked_root; /* --allow-stacked-root: ROOT may be on
 				  * FUSE or overlayfs (stacked.c) */
+	int passthrough;     /* -o passthrough 1, -o nopassthrough 0; -1:
+			      * LEASEFS_PASSTHROUGH, else the default */
 	bool foreground;
 	bool debug;
 	int log_level;       /* --log-level: LOG_ERR..LOG_DEBUG */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # FUSE passthrough of read-only opens of large files, on a real mount:
 #  (a) it is on by default (kernel protocol >= 7.40, a root daemon), and
-#      LEASEFS_PASSTHROUGH=0 turns it off, status saying so;
+#      LEASEFS_PASSTHROUGH=0 or -o nopassthrough turns it off, status saying so;
 #  (b) reads of a read-only open of a file of 1 MiB or more never reach
 #      the daemon (its read counter stays), and return the file's bytes;
 #      with it off they do reach it; a smaller file is read through the
@@ -27,9 +27,11 @@
 # bound: 240
 . "$(dirname "$0")/lib.sh"
 
-R=$T/root M=$T/mnt R0=$T/root0 M0=$T/mnt0
+R=$T/root M=$T/mnt R0=$T/root0 M0=$T/mnt0 R1=$T/root1 M1=$T/mnt1
 mount_ws "$R" "$M"
 LEASEFS_PASSTHROUGH=0 mount_ws "$R0" "$M0"
+# The mount option wins over the environment, both ways.
+LEASEFS_PASSTHROUGH=1 mount_ws "$R1" "$M1" -o noatime,nopassthrough
 
 minor=$(fuse_get "$M" kernel_minor)
 if [ "$minor" -lt 40 ]; then
@@ -45,7 +47,12 @@ reads_of() {
 [ "$(fuse_get "$M" passthrough)" = True ] ||
 	fail "passthrough not on: $(fuse_get "$M" passthrough_error)"
 [ "$(fuse_get "$M0" passthrough)" = False ] || fail "passthrough on with LEASEFS_PASSTHROUGH=0"
-ok "passthrough on by default, off with LEASEFS_PASSTHROUGH=0"
+[ "$(fuse_get "$M1" passthrough)" = False ] || fail "passthrough on with -o nopassthrough"
+"$LEASEFS" umount "$M1"
+LEASEFS_PASSTHROUGH=0 mount_ws "$R1" "$M1" -o nopassthrough,passthrough
+[ "$(fuse_get "$M1" passthrough)" = True ] || fail "passthrough off with -o passthrough last"
+"$LEASEFS" umount "$M1"
+ok "passthrough on by default, off with LEASEFS_PASSTHROUGH=0 or -o nopassthrough (which wins over it; the last of the two options wins)"
 
 # --- (b) ------------------------------------------------------------------
 head -c 8M /dev/urandom >"$R/data"
