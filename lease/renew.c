@@ -5,7 +5,8 @@
 
 #include "renew.h"
 
-/* A renewal that could not reach the store is retried this much later. */
+/* A renewal that could not reach the store is retried this much later,
+ * unless the store's rules say otherwise. */
 #define RETRY_MS 1000
 /* A fence is looked at this often when nothing tells of a change (a
  * harness release, an expiry). */
@@ -20,6 +21,7 @@ void lease_renew_init(struct lease_renewer *rn, pthread_mutex_t *lock,
 	rn->ops = ops;
 	rn->ctx = ctx;
 	rn->ttl_ms = ttl_ms;
+	rn->rules = (struct lease_renew_rules){ .retry_ms = RETRY_MS };
 	rn->worker.kick_fd = -1;
 }
 
@@ -52,7 +54,7 @@ static void renew_one(struct lease_renewer *rn, struct lease_renewal *g)
 	switch (st) {
 	case LEASE_RENEW_UNREACHABLE:
 	case LEASE_RENEW_HELD_BACK:
-		g->next_renew = lease_deadline_ms(RETRY_MS);
+		g->next_renew = lease_deadline_ms(rn->rules.retry_ms);
 		if (until && lease_now_ns() >= until)
 			lease_mark_lost(l, LEASE_LOSS_STORE);
 		return;
@@ -62,12 +64,40 @@ static void renew_one(struct lease_renewer *rn, struct lease_renewal *g)
 	case LEASE_RENEW_TAKEN:
 		break;
 	}
-	lease_set_safe_until(l, res.safe_until);
+	if (!rn->rules.safe_until_forward || res.safe_until > until)
+		lease_set_safe_until(l, res.safe_until);
 	if (rn->ops->renewed && rn->ops->renewed(rn->ctx, g))
 		res.revoked = true;
 	if (res.revoked)
 		lease_mark_lost(l, LEASE_LOSS_REVOKED);
 	g->next_renew = third_after(rn, sent);
+}
+
+/* Caller holds the lock: the rules that end a grant without a renewal
+ * (expire_at_safe_until, stop_at_loss); true if `g` is still renewed. */
+static bool still_renewed(const struct lease_renewer *rn,
+			  struct lease_renewal *g)
+{
+	int64_t until = lease_safe_until(g->lease);
+
+	if (rn->rules.expire_at_safe_until && until &&
+	    lease_now_ns() >= until)
+		lease_mark_lost(g->lease, LEASE_LOSS_EXPIRED);
+	if (rn->rules.stop_at_loss && lease_is_lost(g->lease))
+		g->renewing = false;
+	return g->renewing;
+}
+
+/* When the thread must next look at `g`: its renewal, and with
+ * expire_at_safe_until its safe-until. */
+static int64_t next_look(const struct lease_renewer *rn,
+			 const struct lease_renewal *g)
+{
+	int64_t until = lease_safe_until(g->lease);
+
+	if (rn->rules.expire_at_safe_until && until && until < g->next_renew)
+		return until;
+	return g->next_renew;
 }
 
 int lease_renew_round_locked(struct lease_renewer *rn)
@@ -78,14 +108,14 @@ int lease_renew_round_locked(struct lease_renewer *rn)
 	if (ops->round_begin)
 		ops->round_begin(rn->ctx);
 	for (struct lease_renewal *g = rn->grants; g; g = g->next) {
-		if (!g->renewing)
+		if (!g->renewing || !still_renewed(rn, g))
 			continue;
 		if (ops->look)
 			ops->look(rn->ctx, g);
 		if (g->check_now || lease_now_ns() >= g->next_renew)
 			renew_one(rn, g);
-		if (g->renewing && g->next_renew < next)
-			next = g->next_renew;
+		if (still_renewed(rn, g) && next_look(rn, g) < next)
+			next = next_look(rn, g);
 	}
 	if (ops->round_end)
 		ops->round_end(rn->ctx);

@@ -8,10 +8,11 @@
  *
  * - Schedule: the first renewal TTL/3 after the grant was added, then
  *   TTL/3 after the send time of the last renewal the store took; a
- *   renewal that could not reach the store is retried 1 s later (also
- *   "now", at the owner's asking: lease_renew_check_locked()).
+ *   renewal that could not reach the store is retried retry_ms later
+ *   (also "now", at the owner's asking: lease_renew_check_locked()).
  * - Safe-until: what the wire computed for a renewal the store took is
- *   published as it is (it may move back: a store may shorten it).
+ *   published as it is (it may move back: a store may shorten it); with
+ *   safe_until_forward only if it is later than the one published.
  * - Loss: a renewal the store refused (the grant is no longer ours) is
  *   loss with the reason the wire gives, and the grant is not renewed
  *   again; a renewal that could not reach the store is loss
@@ -19,6 +20,14 @@
  *   grant never given one, 0, is not lost so); a renewal that says
  *   revoked is loss (LEASE_LOSS_REVOKED) and the grant is still renewed,
  *   so that a holder draining its writes keeps every successor out.
+ *   With expire_at_safe_until, a grant is lost (LEASE_LOSS_EXPIRED) the
+ *   moment its safe-until (not 0) passes, with no renewal needed, and an
+ *   unanswered renewal is not loss by itself.  With stop_at_loss, any
+ *   loss (the engine's or the backend's own) ends the grant's renewals.
+ * - Rules (struct lease_renew_rules): lease_renew_init() sets the values
+ *   above that pgstore and natsstore use (retry_ms 1000, the three
+ *   switches off); a store that wants others sets rn->rules before it
+ *   adds a grant.
  * - Reachability (lease_store_reach()): a renewal that was sent says
  *   whether the store answered; one the wire held back says nothing.
  *
@@ -80,8 +89,18 @@ struct lease_renew_ops {
 	void (*readable)(void *ctx);
 };
 
+/* A store's rules (see the top of this file); immutable once a grant
+ * was added. */
+struct lease_renew_rules {
+	int64_t retry_ms;           /* an unanswered renewal retried after */
+	bool expire_at_safe_until;  /* lost the moment safe-until passes */
+	bool safe_until_forward;    /* safe-until never moves back */
+	bool stop_at_loss;          /* no renewal after any loss */
+};
+
 struct lease_renewer {
 	pthread_mutex_t *lock;           /* the owner's */
+	struct lease_renew_rules rules;
 	const struct lease_renew_ops *ops;
 	void *ctx;
 	int64_t ttl_ms;
