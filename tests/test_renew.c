@@ -424,6 +424,55 @@ static void test_rule_stop(void **state)
 	assert_false(f->g.renewing);
 }
 
+/* ---- a renewal in flight (etcd's) ------------------------------------ */
+
+static int forgotten;
+
+static void fake_forget(void *ctx, struct lease_renewal *g)
+{
+	(void)ctx;
+	(void)g;
+	forgotten++;
+}
+
+/* Sent: not renewed again while in flight, the thread not spinning on it;
+ * the answer applied at its coming with the send time; a grant removed in
+ * flight is forgotten by the wire. */
+static void test_in_flight(void **state)
+{
+	struct fixture *f = *state;
+	struct lease_renew_ops ops = fake_ops;
+	struct lease_renew_result res = { .safe_until = lease_deadline_ms(2500) };
+	int64_t sent;
+	int ms;
+
+	ops.forget = fake_forget;
+	f->rn.ops = &ops;
+	f->g.ttl_ms = 6000;
+	f->w.status = LEASE_RENEW_SENT;
+	round_now(f);
+	sent = f->w.last_sent;
+	assert_true(f->g.in_flight);
+	pthread_mutex_lock(&f->lock);
+	ms = lease_renew_round_locked(&f->rn);
+	pthread_mutex_unlock(&f->lock);
+	assert_int_equal(f->w.renews, 1);
+	assert_in_range(ms, 900, 1001);
+	pthread_mutex_lock(&f->lock);
+	lease_renew_answer_locked(&f->rn, &f->g, sent, LEASE_RENEW_TAKEN, &res);
+	pthread_mutex_unlock(&f->lock);
+	assert_false(f->g.in_flight);
+	assert_int_equal(lease_safe_until(f->l), res.safe_until);
+	assert_int_equal(f->g.next_renew, sent + 2000 * 1000000LL); /* its TTL */
+
+	round_now(f);
+	assert_true(f->g.in_flight);
+	forgotten = 0;
+	lease_renew_remove(&f->rn, &f->g);
+	assert_int_equal(forgotten, 1);
+	assert_false(f->g.in_flight);
+}
+
 /* ---- the revoker's wait ---------------------------------------------- */
 
 struct fence_fake {
@@ -512,6 +561,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rule_forward, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rule_stop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_in_flight, setup, teardown),
 		cmocka_unit_test(test_fence_acked),
 		cmocka_unit_test(test_fence_untold),
 	};
