@@ -48,11 +48,12 @@ static void apply(struct lease_renewer *rn, struct lease_renewal *g,
 {
 	struct lease *l = g->lease;
 
-	if (st != LEASE_RENEW_HELD_BACK)
+	if (st != LEASE_RENEW_HELD_BACK && st != LEASE_RENEW_SENT)
 		lease_store_reach(l->store, st != LEASE_RENEW_UNREACHABLE);
 	switch (st) {
 	case LEASE_RENEW_UNREACHABLE:
 	case LEASE_RENEW_HELD_BACK:
+	case LEASE_RENEW_SENT: /* not an answer: as held back */
 		g->next_renew = lease_deadline_ms(rn->rules.retry_ms);
 		if (until && lease_now_ns() >= until)
 			lease_mark_lost(l, LEASE_LOSS_STORE);
@@ -61,10 +62,10 @@ static void apply(struct lease_renewer *rn, struct lease_renewal *g,
 		lease_renew_lost_locked(g, res.why, true);
 		return;
 	case LEASE_RENEW_TAKEN:
-	case LEASE_RENEW_SENT:
 		break;
 	}
-	if (!rn->rules.safe_until_forward || res.safe_until > until)
+	if (!rn->rules.safe_until_forward ||
+	    res.safe_until > lease_safe_until(l))
 		lease_set_safe_until(l, res.safe_until);
 	if (rn->ops->renewed && rn->ops->renewed(rn->ctx, g))
 		res.revoked = true;
