@@ -5,7 +5,8 @@
 
 #include "renew.h"
 
-/* A renewal that could not reach the store is retried this much later. */
+/* A renewal that could not reach the store is retried this much later,
+ * unless the store's rules say otherwise. */
 #define RETRY_MS 1000
 /* A fence is looked at this often when nothing tells of a change (a
  * harness release, an expiry). */
@@ -20,13 +21,15 @@ void lease_renew_init(struct lease_renewer *rn, pthread_mutex_t *lock,
 	rn->ops = ops;
 	rn->ctx = ctx;
 	rn->ttl_ms = ttl_ms;
+	rn->rules = (struct lease_renew_rules){ .retry_ms = RETRY_MS };
 	rn->worker.kick_fd = -1;
 }
 
-/* TTL/3 after `t` (as the stores always counted it: whole ms). */
-static int64_t third_after(const struct lease_renewer *rn, int64_t t)
+/* TTL/3 of `g` after `t` (as the stores always counted it: whole ms). */
+static int64_t third_after(const struct lease_renewer *rn,
+			   const struct lease_renewal *g, int64_t t)
 {
-	return t + rn->ttl_ms / 3 * 1000000;
+	return t + (g->ttl_ms ? g->ttl_ms : rn->ttl_ms) / 3 * 1000000;
 }
 
 void lease_renew_lost_locked(struct lease_renewal *g, enum lease_loss why,
@@ -37,22 +40,21 @@ void lease_renew_lost_locked(struct lease_renewal *g, enum lease_loss why,
 	lease_mark_lost(g->lease, why);
 }
 
-/* Caller holds the lock: one renewal of `g`, and what it found applied. */
-static void renew_one(struct lease_renewer *rn, struct lease_renewal *g)
+/* Caller holds the lock: what a renewal of `g` sent at `sent` found, with
+ * `until` the safe-until read before it, applied. */
+static void apply(struct lease_renewer *rn, struct lease_renewal *g,
+		  int64_t sent, int64_t until, enum lease_renew_status st,
+		  struct lease_renew_result res)
 {
 	struct lease *l = g->lease;
-	struct lease_renew_result res = { 0 };
-	int64_t sent = lease_now_ns(), until = lease_safe_until(l);
-	enum lease_renew_status st;
 
-	g->check_now = false;
-	st = rn->ops->renew(rn->ctx, g, sent, &res);
-	if (st != LEASE_RENEW_HELD_BACK)
+	if (st != LEASE_RENEW_HELD_BACK && st != LEASE_RENEW_SENT)
 		lease_store_reach(l->store, st != LEASE_RENEW_UNREACHABLE);
 	switch (st) {
 	case LEASE_RENEW_UNREACHABLE:
 	case LEASE_RENEW_HELD_BACK:
-		g->next_renew = lease_deadline_ms(RETRY_MS);
+	case LEASE_RENEW_SENT: /* not an answer: as held back */
+		g->next_renew = lease_deadline_ms(rn->rules.retry_ms);
 		if (until && lease_now_ns() >= until)
 			lease_mark_lost(l, LEASE_LOSS_STORE);
 		return;
@@ -62,12 +64,70 @@ static void renew_one(struct lease_renewer *rn, struct lease_renewal *g)
 	case LEASE_RENEW_TAKEN:
 		break;
 	}
-	lease_set_safe_until(l, res.safe_until);
+	if (!rn->rules.safe_until_forward ||
+	    res.safe_until > lease_safe_until(l))
+		lease_set_safe_until(l, res.safe_until);
 	if (rn->ops->renewed && rn->ops->renewed(rn->ctx, g))
 		res.revoked = true;
 	if (res.revoked)
 		lease_mark_lost(l, LEASE_LOSS_REVOKED);
-	g->next_renew = third_after(rn, sent);
+	g->next_renew = third_after(rn, g, sent);
+}
+
+/* Caller holds the lock: one renewal of `g`, and what it found applied
+ * (now, or when its answer comes). */
+static void renew_one(struct lease_renewer *rn, struct lease_renewal *g)
+{
+	struct lease_renew_result res = { 0 };
+	int64_t sent = lease_now_ns(), until = lease_safe_until(g->lease);
+	enum lease_renew_status st;
+
+	g->check_now = false;
+	st = rn->ops->renew(rn->ctx, g, sent, &res);
+	if (st == LEASE_RENEW_SENT) {
+		g->in_flight = true;
+		g->sent_until = until;
+		return;
+	}
+	apply(rn, g, sent, until, st, res);
+}
+
+void lease_renew_answer_locked(struct lease_renewer *rn,
+			       struct lease_renewal *g, int64_t sent,
+			       enum lease_renew_status st,
+			       const struct lease_renew_result *res)
+{
+	g->in_flight = false;
+	if (g->renewing)
+		apply(rn, g, sent, g->sent_until, st, *res);
+}
+
+/* Caller holds the lock: the rules that end a grant without a renewal
+ * (expire_at_safe_until, stop_at_loss); true if `g` is still renewed. */
+static bool still_renewed(const struct lease_renewer *rn,
+			  struct lease_renewal *g)
+{
+	int64_t until = lease_safe_until(g->lease);
+
+	if (rn->rules.expire_at_safe_until && until &&
+	    lease_now_ns() >= until)
+		lease_mark_lost(g->lease, LEASE_LOSS_EXPIRED);
+	if (rn->rules.stop_at_loss && lease_is_lost(g->lease))
+		g->renewing = false;
+	return g->renewing;
+}
+
+/* When the thread must next look at `g`: its renewal, and with
+ * expire_at_safe_until its safe-until. */
+static int64_t next_look(const struct lease_renewer *rn,
+			 const struct lease_renewal *g)
+{
+	int64_t until = lease_safe_until(g->lease);
+	int64_t t = g->in_flight ? INT64_MAX : g->next_renew;
+
+	if (rn->rules.expire_at_safe_until && until && until < t)
+		return until;
+	return t;
 }
 
 int lease_renew_round_locked(struct lease_renewer *rn)
@@ -78,14 +138,15 @@ int lease_renew_round_locked(struct lease_renewer *rn)
 	if (ops->round_begin)
 		ops->round_begin(rn->ctx);
 	for (struct lease_renewal *g = rn->grants; g; g = g->next) {
-		if (!g->renewing)
+		if (!g->renewing || !still_renewed(rn, g))
 			continue;
 		if (ops->look)
 			ops->look(rn->ctx, g);
-		if (g->check_now || lease_now_ns() >= g->next_renew)
+		if (!g->in_flight &&
+		    (g->check_now || lease_now_ns() >= g->next_renew))
 			renew_one(rn, g);
-		if (g->renewing && g->next_renew < next)
-			next = g->next_renew;
+		if (still_renewed(rn, g) && next_look(rn, g) < next)
+			next = next_look(rn, g);
 	}
 	if (ops->round_end)
 		ops->round_end(rn->ctx);
@@ -101,10 +162,13 @@ static void *renew_thread(void *arg)
 	while (!rn->worker.stopping) {
 		int timeout = lease_renew_round_locked(rn);
 		int fd = rn->ops->wait_fd ? rn->ops->wait_fd(rn->ctx) : -1;
-		short ev;
+		short ev = POLLIN;
 
 		pthread_mutex_unlock(rn->lock);
-		ev = lease_worker_wait(&rn->worker, fd, timeout);
+		if (rn->ops->wait)
+			rn->ops->wait(rn->ctx, rn->worker.kick_fd, timeout);
+		else
+			ev = lease_worker_wait(&rn->worker, fd, timeout);
 		pthread_mutex_lock(rn->lock);
 		if ((ev & POLLIN) && rn->ops->readable)
 			rn->ops->readable(rn->ctx);
@@ -118,7 +182,8 @@ int lease_renew_start_locked(struct lease_renewer *rn)
 	return lease_worker_start_locked(&rn->worker, renew_thread, rn);
 }
 
-int lease_renew_add(struct lease_renewer *rn, struct lease_renewal *g)
+int lease_renew_add_from(struct lease_renewer *rn, struct lease_renewal *g,
+			 int64_t from)
 {
 	int r;
 
@@ -126,13 +191,19 @@ int lease_renew_add(struct lease_renewer *rn, struct lease_renewal *g)
 	r = lease_renew_start_locked(rn);
 	if (r == 0) {
 		g->renewing = true;
-		g->next_renew = third_after(rn, lease_now_ns());
+		g->in_flight = false;
+		g->next_renew = third_after(rn, g, from);
 		g->next = rn->grants;
 		rn->grants = g;
 		lease_worker_kick(&rn->worker);
 	}
 	pthread_mutex_unlock(rn->lock);
 	return r;
+}
+
+int lease_renew_add(struct lease_renewer *rn, struct lease_renewal *g)
+{
+	return lease_renew_add_from(rn, g, lease_now_ns());
 }
 
 void lease_renew_remove(struct lease_renewer *rn, struct lease_renewal *g)
@@ -145,6 +216,9 @@ void lease_renew_remove(struct lease_renewer *rn, struct lease_renewal *g)
 		}
 	}
 	g->renewing = false;
+	if (g->in_flight && rn->ops->forget)
+		rn->ops->forget(rn->ctx, g);
+	g->in_flight = false;
 	pthread_mutex_unlock(rn->lock);
 }
 

@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The renewal engine of the TTL stores that renew every grant from one
- * thread per store (pgstore, natsstore).  Only lease/ includes this.
+ * thread per store (etcd, pgstore, natsstore).  Only lease/ includes this.
  *
  * The engine owns the rules; a backend brings its wire calls
  * (struct lease_renew_ops).  The rules, for each grant added:
  *
  * - Schedule: the first renewal TTL/3 after the grant was added, then
  *   TTL/3 after the send time of the last renewal the store took; a
- *   renewal that could not reach the store is retried 1 s later (also
- *   "now", at the owner's asking: lease_renew_check_locked()).
+ *   renewal that could not reach the store is retried retry_ms later
+ *   (also "now", at the owner's asking: lease_renew_check_locked()).
  * - Safe-until: what the wire computed for a renewal the store took is
- *   published as it is (it may move back: a store may shorten it).
+ *   published as it is (it may move back: a store may shorten it); with
+ *   safe_until_forward only if it is later than the one published.
  * - Loss: a renewal the store refused (the grant is no longer ours) is
  *   loss with the reason the wire gives, and the grant is not renewed
  *   again; a renewal that could not reach the store is loss
@@ -19,13 +20,27 @@
  *   grant never given one, 0, is not lost so); a renewal that says
  *   revoked is loss (LEASE_LOSS_REVOKED) and the grant is still renewed,
  *   so that a holder draining its writes keeps every successor out.
+ *   With expire_at_safe_until, a grant is lost (LEASE_LOSS_EXPIRED) the
+ *   moment its safe-until (not 0) passes, with no renewal needed, and an
+ *   unanswered renewal is not loss by itself.  With stop_at_loss, any
+ *   loss (the engine's or the backend's own) ends the grant's renewals.
+ * - Rules (struct lease_renew_rules): lease_renew_init() sets the values
+ *   above that pgstore and natsstore use (retry_ms 1000, the three
+ *   switches off); a store that wants others sets rn->rules before it
+ *   adds a grant.
  * - Reachability (lease_store_reach()): a renewal that was sent says
  *   whether the store answered; one the wire held back says nothing.
+ * - In flight: a wire may send a renewal and give its answer later
+ *   (LEASE_RENEW_SENT, then lease_renew_answer_locked()); the grant is
+ *   not renewed again meanwhile, and the answer is applied as above at
+ *   its coming, with the send time and the safe-until read before the
+ *   send; an answer for a grant no longer renewed is dropped.
  *
  * Threads and locks: the engine shares its owner's lock (`lock`), which
  * protects the grant list, each grant's fields and the worker's state.
  * The thread holds it through a round (the wire's calls run under it) and
- * waits without it, on its kick and on the wire's descriptor if any.
+ * waits without it, on its kick and on the wire's descriptor if any (or
+ * in the wire's own wait).
  */
 #ifndef LEASEFS_RENEW_H
 #define LEASEFS_RENEW_H
@@ -39,7 +54,10 @@
 /* One grant the engine renews, embedded in the backend's per-grant state. */
 struct lease_renewal {
 	struct lease *lease;         /* immutable once added */
+	int64_t ttl_ms;              /* immutable once added; 0: the engine's */
 	int64_t next_renew;          /* lock: monotonic ns */
+	bool in_flight;              /* lock: sent, its answer not yet in */
+	int64_t sent_until;          /* lock: in flight: safe-until at send */
 	bool check_now;              /* lock: renew at the next round */
 	bool renewing;               /* lock: still renewed */
 	struct lease_renewal *next;  /* lock */
@@ -51,6 +69,7 @@ enum lease_renew_status {
 	LEASE_RENEW_UNREACHABLE,  /* not answered: retried */
 	LEASE_RENEW_HELD_BACK,    /* not sent (the wire looks first): retried */
 	LEASE_RENEW_REFUSED,      /* no longer ours: lost for good, `why` */
+	LEASE_RENEW_SENT,         /* in flight: lease_renew_answer_locked() */
 };
 
 struct lease_renew_result {
@@ -78,10 +97,27 @@ struct lease_renew_ops {
 	 * waits on (-1: none), and what to do when it is readable. */
 	int (*wait_fd)(void *ctx);
 	void (*readable)(void *ctx);
+	/* Optional, instead of wait_fd: the thread's wait, lock not held,
+	 * until `kick_fd` (an eventfd, to be read) is readable, something of
+	 * the wire's is, or `timeout_ms`; readable() follows each. */
+	void (*wait)(void *ctx, int kick_fd, int timeout_ms);
+	/* Optional, caller holds the lock: `g`, in flight, is removed: its
+	 * answer must not come. */
+	void (*forget)(void *ctx, struct lease_renewal *g);
+};
+
+/* A store's rules (see the top of this file); immutable once a grant
+ * was added. */
+struct lease_renew_rules {
+	int64_t retry_ms;           /* an unanswered renewal retried after */
+	bool expire_at_safe_until;  /* lost the moment safe-until passes */
+	bool safe_until_forward;    /* safe-until never moves back */
+	bool stop_at_loss;          /* no renewal after any loss */
 };
 
 struct lease_renewer {
 	pthread_mutex_t *lock;           /* the owner's */
+	struct lease_renew_rules rules;
 	const struct lease_renew_ops *ops;
 	void *ctx;
 	int64_t ttl_ms;
@@ -98,6 +134,15 @@ int lease_renew_start_locked(struct lease_renewer *rn);
 /* Renew `g` (its lease set) from now on, first TTL/3 from now; the
  * thread started if it was not.  Takes the lock.  0 or -errno. */
 int lease_renew_add(struct lease_renewer *rn, struct lease_renewal *g);
+/* The same, first TTL/3 from `from` (monotonic ns: the grant's send). */
+int lease_renew_add_from(struct lease_renewer *rn, struct lease_renewal *g,
+			 int64_t from);
+/* Caller holds the lock: the answer to `g`'s renewal in flight, sent at
+ * `sent` (st not LEASE_RENEW_SENT). */
+void lease_renew_answer_locked(struct lease_renewer *rn,
+			       struct lease_renewal *g, int64_t sent,
+			       enum lease_renew_status st,
+			       const struct lease_renew_result *res);
 /* No more renewals of `g` (whether or not it was added).  Takes the lock. */
 void lease_renew_remove(struct lease_renewer *rn, struct lease_renewal *g);
 /* Stop and join the thread (once every grant was removed).  Takes the

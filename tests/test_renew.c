@@ -2,7 +2,8 @@
 /*
  * The renewal engine (lease/renew.h) over a fake wire: the schedule, the
  * safe-until, loss on a renewal that failed or was refused, a revoke, the
- * reachability it reports, and the revoker's wait for a fence.  Rounds are
+ * reachability it reports, a store's own rules, and the revoker's wait for
+ * a fence.  Rounds are
  * run by hand (no thread) except where the thread itself is the point.
  */
 #include <poll.h>
@@ -31,6 +32,7 @@ struct wire {
 	bool revoked;                 /* TAKEN: says revoked */
 	bool revoked_after;           /* renewed(): says revoked */
 	enum lease_loss why;          /* REFUSED: this */
+	bool expire_during;           /* the safe-until passes in the renewal */
 	int renews;                   /* how many renewals were sent */
 	int64_t last_sent;            /* the send time the engine gave */
 	int reach_calls;              /* on_reach transitions */
@@ -43,8 +45,9 @@ static enum lease_renew_status fake_renew(void *ctx, struct lease_renewal *g,
 {
 	struct wire *w = ctx;
 
-	(void)g;
 	w->renews++;
+	if (w->expire_during)
+		lease_set_safe_until(g->lease, lease_now_ns() - 1);
 	w->last_sent = sent;
 	res->safe_until = w->safe_until;
 	res->revoked = w->revoked;
@@ -297,6 +300,179 @@ static void test_add_schedules(void **state)
 	assert_false(g.renewing);
 }
 
+/* ---- a store's own rules (etcd's) ------------------------------------ */
+
+/* Caller's round with nothing due. */
+static int round_not_due(struct fixture *f)
+{
+	int ms;
+
+	pthread_mutex_lock(&f->lock);
+	f->g.next_renew = lease_deadline_ms(60000);
+	ms = lease_renew_round_locked(&f->rn);
+	pthread_mutex_unlock(&f->lock);
+	return ms;
+}
+
+/* The values pgstore and natsstore run with. */
+static void test_rules_default(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(f->rn.rules.retry_ms, 1000);
+	assert_false(f->rn.rules.expire_at_safe_until);
+	assert_false(f->rn.rules.safe_until_forward);
+	assert_false(f->rn.rules.stop_at_loss);
+	/* Past the safe-until with no renewal due: not lost, not renewed. */
+	lease_set_safe_until(f->l, lease_now_ns() - 1);
+	round_not_due(f);
+	assert_false(lease_is_lost(f->l));
+	assert_int_equal(f->w.renews, 0);
+}
+
+/* retry_ms: an unanswered renewal is retried that much later. */
+static void test_rule_retry(void **state)
+{
+	struct fixture *f = *state;
+	int64_t before;
+
+	f->rn.rules.retry_ms = 200;
+	lease_set_safe_until(f->l, lease_deadline_ms(60000));
+	f->w.status = LEASE_RENEW_UNREACHABLE;
+	before = lease_now_ns();
+	round_now(f);
+	assert_in_range(f->g.next_renew, before + 200 * 1000000LL,
+			lease_now_ns() + 200 * 1000000LL);
+}
+
+/* expire_at_safe_until: lost (expired) the moment the safe-until passes,
+ * no renewal needed; the thread wakes for it; an unanswered renewal
+ * before it is not loss. */
+static void test_rule_expire(void **state)
+{
+	struct fixture *f = *state;
+	int ms;
+
+	f->rn.rules.expire_at_safe_until = true;
+	lease_set_safe_until(f->l, lease_deadline_ms(50));
+	ms = round_not_due(f);
+	assert_in_range(ms, 0, 51);
+	assert_false(lease_is_lost(f->l));
+	f->w.status = LEASE_RENEW_UNREACHABLE;
+	round_now(f);
+	assert_false(lease_is_lost(f->l));
+	lease_set_safe_until(f->l, lease_now_ns() - 1);
+	f->w.renews = 0;
+	round_not_due(f);
+	assert_int_equal(f->w.renews, 0);
+	assert_int_equal(lease_loss_reason(f->l), LEASE_LOSS_EXPIRED);
+}
+
+/* expire_at_safe_until: a safe-until that passes while an unanswered
+ * renewal runs is expiry, not loss to the store. */
+static void test_rule_expire_unanswered(void **state)
+{
+	struct fixture *f = *state;
+
+	f->rn.rules.expire_at_safe_until = true;
+	lease_set_safe_until(f->l, lease_deadline_ms(60000));
+	f->w.status = LEASE_RENEW_UNREACHABLE;
+	f->w.expire_during = true;
+	round_now(f);
+	assert_int_equal(lease_loss_reason(f->l), LEASE_LOSS_EXPIRED);
+}
+
+/* safe_until_forward: a taken renewal never moves the safe-until back. */
+static void test_rule_forward(void **state)
+{
+	struct fixture *f = *state;
+	int64_t safe = lease_deadline_ms(2500);
+
+	f->rn.rules.safe_until_forward = true;
+	f->w.status = LEASE_RENEW_TAKEN;
+	f->w.safe_until = safe;
+	round_now(f);
+	assert_int_equal(lease_safe_until(f->l), safe);
+	f->w.safe_until = safe - 1000000;
+	round_now(f);
+	assert_int_equal(lease_safe_until(f->l), safe);
+	f->w.safe_until = safe + 1000000;
+	round_now(f);
+	assert_int_equal(lease_safe_until(f->l), safe + 1000000);
+}
+
+/* stop_at_loss: a loss the backend marks (etcd's watch) or a revoke the
+ * renewal reports ends the renewals. */
+static void test_rule_stop(void **state)
+{
+	struct fixture *f = *state;
+
+	f->rn.rules.stop_at_loss = true;
+	f->w.status = LEASE_RENEW_TAKEN;
+	f->w.safe_until = lease_deadline_ms(2500);
+	f->w.revoked = true;
+	round_now(f);
+	assert_int_equal(lease_loss_reason(f->l), LEASE_LOSS_REVOKED);
+	assert_false(f->g.renewing);
+	round_now(f);
+	assert_int_equal(f->w.renews, 1);
+
+	f->g.renewing = true; /* a fresh grant, lost by the backend */
+	lease_mark_lost(f->l, LEASE_LOSS_TAKEOVER);
+	round_now(f);
+	assert_int_equal(f->w.renews, 1);
+	assert_false(f->g.renewing);
+}
+
+/* ---- a renewal in flight (etcd's) ------------------------------------ */
+
+static int forgotten;
+
+static void fake_forget(void *ctx, struct lease_renewal *g)
+{
+	(void)ctx;
+	(void)g;
+	forgotten++;
+}
+
+/* Sent: not renewed again while in flight, the thread not spinning on it;
+ * the answer applied at its coming with the send time; a grant removed in
+ * flight is forgotten by the wire. */
+static void test_in_flight(void **state)
+{
+	struct fixture *f = *state;
+	struct lease_renew_ops ops = fake_ops;
+	struct lease_renew_result res = { .safe_until = lease_deadline_ms(2500) };
+	int64_t sent;
+	int ms;
+
+	ops.forget = fake_forget;
+	f->rn.ops = &ops;
+	f->g.ttl_ms = 6000;
+	f->w.status = LEASE_RENEW_SENT;
+	round_now(f);
+	sent = f->w.last_sent;
+	assert_true(f->g.in_flight);
+	pthread_mutex_lock(&f->lock);
+	ms = lease_renew_round_locked(&f->rn);
+	pthread_mutex_unlock(&f->lock);
+	assert_int_equal(f->w.renews, 1);
+	assert_in_range(ms, 900, 1001);
+	pthread_mutex_lock(&f->lock);
+	lease_renew_answer_locked(&f->rn, &f->g, sent, LEASE_RENEW_TAKEN, &res);
+	pthread_mutex_unlock(&f->lock);
+	assert_false(f->g.in_flight);
+	assert_int_equal(lease_safe_until(f->l), res.safe_until);
+	assert_int_equal(f->g.next_renew, sent + 2000 * 1000000LL); /* its TTL */
+
+	round_now(f);
+	assert_true(f->g.in_flight);
+	forgotten = 0;
+	lease_renew_remove(&f->rn, &f->g);
+	assert_int_equal(forgotten, 1);
+	assert_false(f->g.in_flight);
+}
+
 /* ---- the revoker's wait ---------------------------------------------- */
 
 struct fence_fake {
@@ -378,6 +554,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_revoked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_check_now, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_schedules, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rules_default, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rule_retry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rule_expire, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rule_expire_unanswered, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rule_forward, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rule_stop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_in_flight, setup, teardown),
 		cmocka_unit_test(test_fence_acked),
 		cmocka_unit_test(test_fence_untold),
 	};

@@ -22,11 +22,12 @@
  *                    '!' cannot start a name segment, so it never collides.
  *   P!store, P!grace the store's age: no grant while it is new (settle.c).
  *
- * Holding: one thread per lease drives, on one curl multi handle, the
- * keepalives (every TTL/3, quick retry on failure) and a watch on P<name>
- * from epoch+1.  safe_until = send time of the last acknowledged keepalive
- * + TTL - margin, published before the grant is returned; the thread also
- * marks the lease EXPIRED when that deadline passes unrenewed.
+ * Holding: the store's renewal engine (renew.h, with etcd's rules: see
+ * holder.c) sends the keepalives (every TTL/3, quick retry on failure)
+ * and marks the lease EXPIRED when its safe-until passes unrenewed; one
+ * thread per lease runs a watch on P<name> from epoch+1.  safe_until =
+ * send time of the last acknowledged keepalive + TTL - margin, published
+ * before the grant is returned.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -69,6 +70,8 @@ static void store_free(struct etcd_store *es)
 {
 	if (!es)
 		return;
+	if (es->renew_inited)
+		etcd_renew_fini(es);
 	etcd_client_fini(&es->cli);
 	free(es->prefix);
 	free(es->holder);
@@ -116,6 +119,11 @@ static int open_common(struct lease_store *st, const char *rest, bool tls,
 	es->ttl_ms = st->opts.ttl_ms > 0 ? st->opts.ttl_ms
 		   : ETCD_DEFAULT_TTL_MS < es->max_ttl_ms ? ETCD_DEFAULT_TTL_MS
 		   : es->max_ttl_ms;
+	es->renew_inited = true;
+	if (etcd_renew_init(es) < 0) {
+		r = lease_err_set(err, LEASE_E_IO, -ENOMEM, NULL, "out of memory");
+		goto fail;
+	}
 	st->priv = es;
 	free(hosts);
 	free(bare);

@@ -3,8 +3,8 @@
  * Internals of the etcd backend, shared by its units, each of which calls
  * only those listed before it: http.c (the JSON gateway over libcurl),
  * keys.c (keys, request JSON, scope keys, etcd leases), fence.c (revoke,
- * fences), view.c (show, list), holder.c (the holder thread: keepalives,
- * the watch, the safe-until), acquire.c (acquire), etcd.c (the store,
+ * fences), view.c (show, list), holder.c (the holder: keepalives on the
+ * renewal engine, the watch thread), acquire.c (acquire), etcd.c (the store,
  * release, the wait for a change, the backend table).  The layout of the
  * keys: etcd.c.
  */
@@ -16,6 +16,7 @@
 
 #include "backend.h"
 #include "http.h"
+#include "renew.h"
 
 #define ETCD_DEFAULT_PREFIX "/leasefs/"
 #define ETCD_DEFAULT_TTL_MS 15000
@@ -43,6 +44,14 @@ struct etcd_store {
 	int64_t spare_id;  /* 0 = none */
 	int64_t spare_sent;
 	int64_t spare_ttl_ms;
+	/* The renewal engine (renew.h) runs every holder's keepalives;
+	 * renew_lock is its lock and protects ka_list and each holder's ka.
+	 * ka_multi is the engine thread's (its wire calls and its wait). */
+	pthread_mutex_t renew_lock;
+	struct lease_renewer renewer;
+	CURLM *ka_multi;
+	struct ka_xfer *ka_list;  /* renew_lock: every keepalive in flight */
+	bool renew_inited;        /* etcd_renew_init() was called */
 };
 
 /* A granted etcd lease. */
@@ -52,12 +61,17 @@ struct grant {
 	int64_t ttl_ms; /* min(requested, granted) */
 };
 
-/* Keepalive transfer state; thread-only. */
+/* A keepalive in flight, on the engine's thread; its holder (el) is
+ * cleared when the grant is removed (renew_lock), and the transfer runs
+ * out alone. */
 struct ka_xfer {
+	struct etcd_lease *el;     /* renew_lock; NULL: forgotten */
+	struct ka_xfer *next;      /* renew_lock: es->ka_list */
 	CURL *h;
 	struct curl_slist *hdrs;
 	struct etcd_buf buf;
-	int64_t sent;
+	char body[64];
+	int64_t sent;              /* monotonic ns */
 };
 
 /* Watch transfer state; thread-only. */
@@ -86,16 +100,18 @@ struct etcd_lease {
 	pthread_mutex_t ready_lock;
 	pthread_cond_t ready_cond;
 	bool watch_ready;
-	/* The fields below are used by the holder thread only. */
-	char ka_body[64];
-	struct ka_xfer ka;
+	/* The engine's: its schedule (renew_lock) and the keepalive in flight
+	 * (renew_lock).  ep is the endpoint of the keepalives: the engine
+	 * moves it on after a failed one, the watch follows. */
+	struct lease_renewal rn;
+	struct ka_xfer *ka;
+	_Atomic size_t ep;
+	/* The fields below are used by the watch thread only. */
 	struct watch_xfer w;
-	size_t ep;             /* endpoint for keepalives */
-	int64_t next_ka;
 	int64_t watch_retry;
 	/* Used by the lease's owner after loss (etcd_hold_fence()). */
 	int64_t hold_next;
-	/* The cluster of the first keepalive answer; holder thread only. */
+	/* The cluster of the first keepalive answer; the engine thread's. */
 	char cluster_id[24];
 };
 
@@ -188,10 +204,16 @@ int etcd_show(struct lease_store *st, const char *name,
 int etcd_list(struct lease_store *st, lease_list_cb cb, void *userdata,
 	      struct lease_err *err);
 
-/* ---- holder.c: the holder thread --------------------------------------- */
+/* ---- holder.c: keepalives on the engine, the watch thread -------------- */
 
+/* The store's renewal engine with etcd's rules: 0 or -ENOMEM.  After
+ * etcd_renew_init() (even failed), etcd_renew_fini() once every holder
+ * was stopped. */
+int etcd_renew_init(struct etcd_store *es);
+void etcd_renew_fini(struct etcd_store *es);
 /* The holder of `l` granted with `g`: its safe-until published, its
- * thread started (l->priv set).  0 or -errno (nothing left). */
+ * keepalives on the engine, its watch thread started (l->priv set).  0 or
+ * -errno (nothing left). */
 int etcd_start_holder(struct etcd_store *es, struct lease *l,
 		      const struct grant *g);
 /* Wait until the watch is registered (or the lease is lost, or the

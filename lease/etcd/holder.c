@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The etcd backend: the holder thread: keepalives, the watch, the safe-until.
+ * The etcd backend: the holder: its keepalives and safe-until on the store's
+ * renewal engine (renew.h), and a thread per grant for the watch on its key.
  * The layout and what the units share: etcd_int.h.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,59 +39,80 @@ static void signal_ready(struct etcd_lease *el)
 	pthread_mutex_unlock(&el->ready_lock);
 }
 
-/* ---- holder thread: keepalives -------------------------------------- */
+/* ---- keepalives: the renewal engine's wire (renew.h) --------------- */
+
+/*
+ * etcd's rules on the engine: a failed keepalive is retried after
+ * min(TTL/3, 200 ms) on the next endpoint; the grant is lost (expired)
+ * the moment its safe-until passes, failed keepalive or not; the
+ * safe-until never moves back; keepalives stop at any loss (then
+ * etcd_hold_fence() keeps the fence).  Each keepalive runs on its own
+ * handle of the engine's multi, side by side with the others, and the
+ * engine's thread waits on them all.
+ */
+
+static struct etcd_lease *of_renewal(struct lease_renewal *g)
+{
+	return (struct etcd_lease *)(void *)((char *)g -
+					     offsetof(struct etcd_lease, rn));
+}
 
 static size_t ka_write(char *d, size_t s, size_t n, void *ud)
 {
 	return etcd_buf_append(ud, d, s * n) == 0 ? s * n : 0;
 }
 
-static void ka_start(struct etcd_lease *el, int64_t now)
+/* Caller holds renew_lock (or is the only thread left). */
+static void ka_free(struct etcd_store *es, struct ka_xfer *x)
 {
-	int64_t interval = etcd_ms_to_ns(el->ttl_ms) / 3;
+	for (struct ka_xfer **pp = &es->ka_list; *pp; pp = &(*pp)->next) {
+		if (*pp == x) {
+			*pp = x->next;
+			break;
+		}
+	}
+	if (x->h) {
+		curl_multi_remove_handle(es->ka_multi, x->h);
+		curl_easy_cleanup(x->h);
+	}
+	curl_slist_free_all(x->hdrs);
+	etcd_buf_free(&x->buf);
+	free(x);
+}
+
+static enum lease_renew_status ka_renew(void *ctx, struct lease_renewal *g,
+					int64_t sent,
+					struct lease_renew_result *res)
+{
+	struct etcd_store *es = ctx;
+	struct etcd_lease *el = of_renewal(g);
 	int64_t tmo = el->ttl_ms / 3 < ETCD_KA_MAX_MS ? el->ttl_ms / 3 :
 							 ETCD_KA_MAX_MS;
+	struct ka_xfer *x = calloc(1, sizeof(*x));
 
-	el->ka.sent = now;
-	el->ka.h = etcd_easy(&el->es->cli, el->ep, "/v3/lease/keepalive",
-			     el->ka_body, ka_write, &el->ka.buf, tmo,
-			     &el->ka.hdrs);
-	if (!el->ka.h || curl_multi_add_handle(el->multi, el->ka.h) != CURLM_OK) {
-		if (el->ka.h)
-			curl_easy_cleanup(el->ka.h);
-		curl_slist_free_all(el->ka.hdrs);
-		el->ka.h = NULL;
-		el->ka.hdrs = NULL;
-		el->next_ka = now + (interval < etcd_ms_to_ns(ETCD_RETRY_MS) ?
-				     interval : etcd_ms_to_ns(ETCD_RETRY_MS));
+	(void)res;
+	if (!x)
+		return LEASE_RENEW_HELD_BACK;
+	x->el = el;
+	x->sent = sent;
+	x->next = es->ka_list;
+	es->ka_list = x;
+	snprintf(x->body, sizeof(x->body), "{\"ID\":\"%" PRId64 "\"}",
+		 el->lease_id);
+	x->h = etcd_easy(&es->cli, atomic_load(&el->ep), "/v3/lease/keepalive",
+			 x->body, ka_write, &x->buf, tmo, &x->hdrs);
+	if (!x->h || curl_easy_setopt(x->h, CURLOPT_PRIVATE, x) != CURLE_OK ||
+	    curl_multi_add_handle(es->ka_multi, x->h) != CURLM_OK) {
+		ka_free(es, x);
+		return LEASE_RENEW_HELD_BACK; /* retried, nothing said */
 	}
+	el->ka = x;
+	return LEASE_RENEW_SENT;
 }
 
-static void ka_cleanup(struct etcd_lease *el)
-{
-	if (el->ka.h) {
-		curl_multi_remove_handle(el->multi, el->ka.h);
-		curl_easy_cleanup(el->ka.h);
-	}
-	curl_slist_free_all(el->ka.hdrs);
-	etcd_buf_free(&el->ka.buf);
-	el->ka.h = NULL;
-	el->ka.hdrs = NULL;
-}
-
-/* Publish a later safe_until; never moves it backwards. */
-static void advance_safe_until(struct etcd_lease *el, int64_t sent,
-			       int64_t ttl_ms)
-{
-	int64_t t = sent + etcd_ms_to_ns(ttl_ms) - el->margin_ns;
-
-	if (t > lease_safe_until(el->lease))
-		lease_set_safe_until(el->lease, t);
-}
-
-/* Returns the TTL (ms) etcd acknowledged, 0 if the lease is gone, <0 on
- * a failed try. */
-static int64_t ka_parse(struct etcd_lease *el, CURLcode cc)
+/* The TTL (ms) etcd acknowledged, 0 if the lease is gone, <0 on a failed
+ * try. */
+static int64_t ka_parse(struct etcd_lease *el, struct ka_xfer *x, CURLcode cc)
 {
 	json_object *j, *res;
 	long status = 0;
@@ -96,10 +120,10 @@ static int64_t ka_parse(struct etcd_lease *el, CURLcode cc)
 
 	if (cc != CURLE_OK)
 		return -EIO;
-	curl_easy_getinfo(el->ka.h, CURLINFO_RESPONSE_CODE, &status);
-	if (status != 200 || !el->ka.buf.p)
+	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+	if (status != 200 || !x->buf.p)
 		return -EIO;
-	j = json_tokener_parse(el->ka.buf.p);
+	j = json_tokener_parse(x->buf.p);
 	res = etcd_json_get(j, "result", NULL);
 	ttl = res ? etcd_json_i64(res, "TTL") * 1000 : -EIO;
 	if (res && etcd_settle_other_cluster(el, res))
@@ -108,28 +132,112 @@ static int64_t ka_parse(struct etcd_lease *el, CURLcode cc)
 	return ttl;
 }
 
-static void ka_done(struct etcd_lease *el, CURLcode cc, int64_t now)
+/* Caller holds renew_lock: what the keepalive `x` found, to the engine. */
+static void ka_answer(struct etcd_store *es, struct ka_xfer *x, CURLcode cc)
 {
-	int64_t ttl = ka_parse(el, cc);
-	int64_t interval = etcd_ms_to_ns(el->ttl_ms) / 3;
+	struct etcd_lease *el = x->el;
+	struct lease_renew_result res = { 0 };
+	enum lease_renew_status st = LEASE_RENEW_TAKEN;
+	int64_t ttl;
 
-	lease_store_reach(el->lease->store, ttl >= 0);
-	if (ttl == 0) {
-		lease_mark_lost(el->lease, LEASE_LOSS_EXPIRED);
-	} else if (ttl > 0) {
-		advance_safe_until(el, el->ka.sent,
-				   ttl < el->ttl_ms ? ttl : el->ttl_ms);
-		el->next_ka = el->ka.sent + interval;
+	if (!el)
+		return; /* forgotten */
+	el->ka = NULL;
+	ttl = ka_parse(el, x, cc);
+	if (ttl < 0) {
+		st = LEASE_RENEW_UNREACHABLE;
+		atomic_store(&el->ep, (atomic_load(&el->ep) + 1) %
+				      es->cli.n_endpoints);
+	} else if (ttl == 0) {
+		st = LEASE_RENEW_REFUSED;
+		res.why = LEASE_LOSS_EXPIRED;
 	} else {
-		/* Quick retry, on the next endpoint. */
-		el->ep = (el->ep + 1) % el->es->cli.n_endpoints;
-		el->next_ka = now + (interval < etcd_ms_to_ns(ETCD_RETRY_MS) ?
-				     interval : etcd_ms_to_ns(ETCD_RETRY_MS));
+		res.safe_until = x->sent +
+				 etcd_ms_to_ns(ttl < el->ttl_ms ? ttl : el->ttl_ms) -
+				 el->margin_ns;
 	}
-	ka_cleanup(el);
+	lease_renew_answer_locked(&es->renewer, &el->rn, x->sent, st, &res);
 }
 
-/* ---- holder thread: watch ------------------------------------------- */
+static void ka_readable(void *ctx)
+{
+	struct etcd_store *es = ctx;
+	CURLMsg *m;
+	int running, left;
+
+	curl_multi_perform(es->ka_multi, &running);
+	while ((m = curl_multi_info_read(es->ka_multi, &left)) != NULL) {
+		CURLcode cc = m->data.result;
+		struct ka_xfer *x;
+		char *p = NULL;
+
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &p);
+		x = (struct ka_xfer *)(void *)p;
+		if (!x)
+			continue;
+		ka_answer(es, x, cc);
+		ka_free(es, x);
+	}
+}
+
+static void ka_wait(void *ctx, int kick_fd, int timeout_ms)
+{
+	struct etcd_store *es = ctx;
+	struct curl_waitfd kick = { .fd = kick_fd, .events = CURL_WAIT_POLLIN };
+	eventfd_t v;
+
+	curl_multi_poll(es->ka_multi, &kick, 1, timeout_ms, NULL);
+	(void)eventfd_read(kick_fd, &v); /* EAGAIN: not kicked */
+}
+
+static void ka_forget(void *ctx, struct lease_renewal *g)
+{
+	struct etcd_lease *el = of_renewal(g);
+
+	(void)ctx;
+	if (el->ka)
+		el->ka->el = NULL;
+	el->ka = NULL;
+}
+
+static const struct lease_renew_ops etcd_renew_ops = {
+	.renew = ka_renew,
+	.readable = ka_readable,
+	.wait = ka_wait,
+	.forget = ka_forget,
+};
+
+int etcd_renew_init(struct etcd_store *es)
+{
+	int64_t third = es->ttl_ms / 3;
+
+	pthread_mutex_init(&es->renew_lock, NULL);
+	lease_renew_init(&es->renewer, &es->renew_lock, &etcd_renew_ops, es,
+			 es->ttl_ms);
+	es->renewer.rules = (struct lease_renew_rules){
+		.retry_ms = third < ETCD_RETRY_MS ? third : ETCD_RETRY_MS,
+		.expire_at_safe_until = true,
+		.safe_until_forward = true,
+		.stop_at_loss = true,
+	};
+	es->ka_multi = curl_multi_init();
+	return es->ka_multi ? 0 : -ENOMEM;
+}
+
+void etcd_renew_fini(struct etcd_store *es)
+{
+	lease_renew_stop(&es->renewer);
+	while (es->ka_list)
+		ka_free(es, es->ka_list);
+	if (es->ka_multi)
+		curl_multi_cleanup(es->ka_multi);
+	es->ka_multi = NULL;
+	pthread_mutex_destroy(&es->renew_lock);
+}
+
+/* ---- the watch thread: the watch ------------------------------------ */
 
 static void watch_event(struct etcd_lease *el, json_object *ev)
 {
@@ -227,7 +335,7 @@ static void watch_cleanup(struct etcd_lease *el)
 
 static void watch_start(struct etcd_lease *el, int64_t now)
 {
-	el->w.ep = el->ep;
+	el->w.ep = atomic_load(&el->ep);
 	if (asprintf(&el->w.body,
 		     "{\"create_request\":{\"key\":\"%s\",\"start_revision\":\"%" PRId64 "\"}}",
 		     el->key_b64, el->w.next_rev) < 0) {
@@ -253,7 +361,7 @@ static void watch_done(struct etcd_lease *el, int64_t now)
 	el->watch_retry = now + etcd_ms_to_ns(ETCD_RETRY_MS);
 }
 
-/* ---- holder thread: loop -------------------------------------------- */
+/* ---- the watch thread: loop ------------------------------------------ */
 
 static void reap_done(struct etcd_lease *el, int64_t now)
 {
@@ -261,44 +369,30 @@ static void reap_done(struct etcd_lease *el, int64_t now)
 	int left;
 
 	while ((m = curl_multi_info_read(el->multi, &left)) != NULL) {
-		if (m->msg != CURLMSG_DONE)
-			continue;
-		if (m->easy_handle == el->ka.h)
-			ka_done(el, m->data.result, now);
-		else if (m->easy_handle == el->w.h)
+		if (m->msg == CURLMSG_DONE && m->easy_handle == el->w.h)
 			watch_done(el, now);
 	}
 }
 
-static int64_t min64(int64_t a, int64_t b)
-{
-	return a < b ? a : b;
-}
-
 static int poll_ms(struct etcd_lease *el, int64_t now)
 {
-	int64_t wake = lease_safe_until(el->lease);
+	int64_t wake = now + etcd_ms_to_ns(1000);
 
-	if (!el->ka.h)
-		wake = min64(wake, el->next_ka);
-	if (!el->w.h)
-		wake = min64(wake, el->watch_retry);
-	wake = min64(wake, now + etcd_ms_to_ns(1000));
+	if (!el->w.h && el->watch_retry < wake)
+		wake = el->watch_retry;
 	return wake <= now ? 0 : (int)((wake - now + 999999) / 1000000);
 }
 
+/* One step of the watch; it ends at any loss (the lease's loss_fd wakes
+ * it, whoever marked it: the watch, the engine's keepalives or expiry). */
 static void holder_step(struct etcd_lease *el)
 {
+	struct curl_waitfd lost = { .fd = el->lease->loss_fd,
+				    .events = CURL_WAIT_POLLIN };
 	int64_t now = lease_now_ns();
 	int running;
 
-	if (lease_safe_until(el->lease) <= now) {
-		lease_mark_lost(el->lease, LEASE_LOSS_EXPIRED);
-		return;
-	}
-	if (!el->ka.h && now >= el->next_ka)
-		ka_start(el, now);
-	if (el->w.h && el->w.ep != el->ep)
+	if (el->w.h && el->w.ep != atomic_load(&el->ep))
 		watch_done(el, now - etcd_ms_to_ns(ETCD_RETRY_MS)); /* follow failover */
 	if (!el->w.h && now >= el->watch_retry)
 		watch_start(el, now);
@@ -307,7 +401,7 @@ static void holder_step(struct etcd_lease *el)
 	if (lease_is_lost(el->lease))
 		return;
 	now = lease_now_ns();
-	curl_multi_poll(el->multi, NULL, 0, poll_ms(el, now), NULL);
+	curl_multi_poll(el->multi, &lost, 1, poll_ms(el, now), NULL);
 }
 
 static void *holder_thread(void *arg)
@@ -316,7 +410,6 @@ static void *holder_thread(void *arg)
 
 	while (!atomic_load(&el->stop) && !lease_is_lost(el->lease))
 		holder_step(el);
-	ka_cleanup(el);
 	watch_cleanup(el);
 	signal_ready(el); /* nobody waits for a watch that will not come */
 	return NULL;
@@ -324,7 +417,10 @@ static void *holder_thread(void *arg)
 
 void etcd_stop_holder(struct etcd_lease *el)
 {
-	if (!el || !el->thread_started)
+	if (!el)
+		return;
+	lease_renew_remove(&el->es->renewer, &el->rn);
+	if (!el->thread_started)
 		return;
 	atomic_store(&el->stop, true);
 	curl_multi_wakeup(el->multi);
@@ -377,21 +473,24 @@ int etcd_start_holder(struct etcd_store *es, struct lease *l,
 	el->margin_ns = etcd_ms_to_ns(etcd_margin_ms_for(g->ttl_ms));
 	el->key_b64 = etcd_key_b64(es, "", l->name);
 	el->multi = curl_multi_init();
-	el->ep = atomic_load(&es->cli.preferred) % es->cli.n_endpoints;
-	el->next_ka = g->sent + etcd_ms_to_ns(g->ttl_ms) / 3;
+	atomic_store(&el->ep, atomic_load(&es->cli.preferred) % es->cli.n_endpoints);
+	el->rn.lease = l;
+	el->rn.ttl_ms = g->ttl_ms;
 	el->w.next_rev = (int64_t)l->epoch + 1;
-	snprintf(el->ka_body, sizeof(el->ka_body), "{\"ID\":\"%" PRId64 "\"}",
-		 g->id);
 	if (!el->key_b64 || !el->multi)
 		goto fail;
 	lease_set_safe_until(l, g->sent + etcd_ms_to_ns(g->ttl_ms) - el->margin_ns);
 	l->priv = el;
+	r = lease_renew_add_from(&es->renewer, &el->rn, g->sent);
+	if (r < 0)
+		goto fail;
 	r = -pthread_create(&el->thread, NULL, holder_thread, el);
 	if (r < 0)
 		goto fail;
 	el->thread_started = true;
 	return 0;
 fail:
+	lease_renew_remove(&es->renewer, &el->rn);
 	l->priv = NULL;
 	etcd_lease_free(el);
 	return r;
