@@ -16,9 +16,10 @@
  * inode counts the opens the daemon answered, and the first open of an
  * idle inode decides a *period* for all that follow until the last is
  * released:
- *  - a read-only open (no O_TRUNC, no O_DIRECT) of an idle inode of at
- *    least PT_MIN_SIZE bytes that no read-write open has been seen on
- *    starts a passthrough period where passthrough is on; later read-only
+ *  - a read-only open (no O_TRUNC, no O_DIRECT), by the file's owner or
+ *    root, of an idle inode of at least PT_MIN_SIZE bytes that no
+ *    read-write open has been seen on starts a passthrough period where
+ *    passthrough is on (another user's reader gets a cached one); later read-only
  *    opens join it, and a write-only open joins with FOPEN_DIRECT_IO: its
  *    writes come to the daemon (and through the gate).  A read-write open
  *    (or a create) never joins one: the kernel would map the backing file
@@ -253,25 +254,29 @@ static bool wait_period_end(struct lfs *fs, const struct lfs_inode *inode)
 	return inode->opens == 0 || inode->backing_id <= 0;
 }
 
-/* Whether an idle inode's read-only open at fd may start a passthrough
- * period (io_lock held). */
-static bool may_start_passthrough(const struct lfs_inode *inode, int fd)
+/* Whether an idle inode's read-only open at fd by `uid` may start a
+ * passthrough period (io_lock held): only the file's owner or root, since
+ * the period refuses every read-write open (ETXTBSY) while it lasts and a
+ * reader must not be able to hold someone else's writes off. */
+static bool may_start_passthrough(const struct lfs_inode *inode, int fd,
+				  uid_t uid)
 {
 	struct stat st;
 
 	return !inode->read_write && fstat(fd, &st) == 0 &&
-	       S_ISREG(st.st_mode) && st.st_size >= PT_MIN_SIZE;
+	       S_ISREG(st.st_mode) && st.st_size >= PT_MIN_SIZE &&
+	       (uid == 0 || uid == st.st_uid);
 }
 
 /* A passthrough period, if the wire takes the file open at fd as a
  * backing file (io_lock held, the inode idle). */
 static bool start_passthrough(struct lfs *fs, const struct lfs_session *s,
-			      struct lfs_inode *inode, int fd,
+			      struct lfs_inode *inode, int fd, uid_t uid,
 			      struct io_mode *m)
 {
 	int id;
 
-	if (!may_start_passthrough(inode, fd))
+	if (!may_start_passthrough(inode, fd, uid))
 		return false;
 	id = register_backing(fs, s, fd);
 	if (id <= 0)
@@ -314,7 +319,8 @@ int iomode_opened(fuse_req_t req, struct lfs_inode *inode, int fd,
 	if (rc != 0)
 		goto out;
 	if (pt && may_pass && read_only(flags) && pt->passthrough(s->transport) &&
-	    start_passthrough(fs, s, inode, fd, m))
+	    start_passthrough(fs, s, inode, fd,
+			      fuse_req_ctx(req)->uid, m))
 		goto out;
 	start(inode, write_only(flags) && direct_allowed(s, fs), flags, m);
 out:

@@ -212,6 +212,30 @@ sys.exit(1 if bad else 0)
 PY
 ok "4 processes x 1500 opens (70% read-only, 20% write-only, 10% read-write) of 3 files: no error but ETXTBSY for read-write"
 
+# --- (h) ------------------------------------------------------------------
+# Another user's reader of a file it may read (0644) must not hold the
+# owner's read-write opens off: only the owner or root starts a passthrough
+# period, so that reader gets a cached one.
+chmod 755 "$T"; mkdir -m 1777 "$T/rdy"
+head -c $((2 << 20)) /dev/zero > "$M/owned"
+chown 65533:65533 "$M/owned"; chmod 644 "$M/owned"
+opens=$(fuse_get "$M" backing_opens)
+setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c '
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY); os.read(fd, 4096)
+open(sys.argv[2], "w").close()
+time.sleep(120)' "$M/owned" "$T/rdy/reader" &
+reader=$!
+at_exit "kill $reader 2>/dev/null"
+wait_until 20 test -e "$T/rdy/reader" || fail "(h) the other user's reader did not start"
+rc=0; out=$(setpriv --reuid=65533 --regid=65533 --clear-groups /usr/bin/python3 -c '
+import os, sys
+os.close(os.open(sys.argv[1], os.O_RDWR))' "$M/owned" 2>&1) || rc=$?
+kill "$reader" 2>/dev/null
+[ $rc -eq 0 ] || fail "(h) the owner's read-write open beside another user's reader: $out"
+[ "$(fuse_get "$M" backing_opens)" = "$opens" ] || fail "(h) another user's read-only open was passed through"
+ok "(h) another user's reader (uid 65534) of a 2 MiB file gets no passthrough period; the owner's read-write open beside it succeeds"
+
 # --- (e) ------------------------------------------------------------------
 for f in early late; do
 	{ echo $f; head -c 1M /dev/zero; } >"$M/$f"
