@@ -281,8 +281,7 @@ static int setattr_fd(struct lfs *fs, int ifd, int fd, const struct stat *attr,
 
 	if (mode_kill)
 		valid &= ~SET_MODE;
-	caller_enter(fs, c, NULL, &a);
-	rc = still_admitted(adm);
+	rc = caller_enter_admitted(fs, c, NULL, adm, &a);
 	if (!rc)
 		rc = do_setattr(ifd, fd, attr, valid);
 	caller_leave(fs, &a);

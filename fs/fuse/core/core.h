@@ -193,6 +193,17 @@ void caller_enter(struct lfs *fs, const struct caller *c, mode_t *mode,
 		  struct acting *a);
 /* Back to the daemon's identity: only what caller_enter() changed. */
 void caller_leave(struct lfs *fs, const struct acting *a);
+/* The scope of a backing call that changes ROOT: caller_enter(), then
+ * still_admitted() as the last check before that call.  0 or -EROFS;
+ * caller_leave(a) follows either way. */
+static inline int caller_enter_admitted(struct lfs *fs, const struct caller *c,
+					mode_t *mode,
+					const struct admission *adm,
+					struct acting *a)
+{
+	caller_enter(fs, c, mode, a);
+	return still_admitted(adm);
+}
 /* Whether `c` is in group gid (its gid or a supplementary one; read from
  * /proc, so only on rare paths). */
 bool caller_in_group(const struct caller *c, gid_t gid);

@@ -97,8 +97,7 @@ int core_make(struct lfs *fs, struct lfs_inode *dir, const char *name,
 
 	if (dirfd < 0)
 		return dirfd;
-	caller_enter(fs, c, &mode, &a);
-	rc = still_admitted(adm);
+	rc = caller_enter_admitted(fs, c, &mode, adm, &a);
 	if (!rc)
 		rc = make_node(dirfd, name, mode, rdev, target);
 	if (!rc)
@@ -130,8 +129,7 @@ int core_link(struct lfs *fs, struct lfs_inode *inode,
 
 	rc = dirfd < 0 ? dirfd : oldfd;
 	if (rc >= 0) {
-		caller_enter(fs, c, NULL, &a);
-		rc = still_admitted(adm);
+		rc = caller_enter_admitted(fs, c, NULL, adm, &a);
 		if (!rc)
 			rc = link_at(fs, oldfd, dirfd, name);
 		if (!rc)
@@ -154,8 +152,7 @@ static int remove_entry(struct lfs *fs, struct lfs_inode *dir,
 
 	if (dirfd < 0)
 		return dirfd;
-	caller_enter(fs, c, NULL, &a);
-	rc = still_admitted(adm);
+	rc = caller_enter_admitted(fs, c, NULL, adm, &a);
 	if (!rc && unlinkat(dirfd, name, flags) < 0)
 		rc = neg_errno();
 	caller_leave(fs, &a);
@@ -188,8 +185,7 @@ int core_rename(struct lfs *fs, struct lfs_inode *from, const char *name,
 	if (rc >= 0)
 		rc = tfd = inode_fd(fs, to);
 	if (rc >= 0) {
-		caller_enter(fs, c, NULL, &a);
-		rc = still_admitted(adm);
+		rc = caller_enter_admitted(fs, c, NULL, adm, &a);
 		if (!rc && renameat2(ffd, name, tfd, newname, flags) < 0)
 			rc = neg_errno();
 		caller_leave(fs, &a);

@@ -80,8 +80,7 @@ static int create_as(struct lfs *fs, struct lfs_inode *dir, const char *name,
 
 	if (dirfd < 0)
 		return dirfd;
-	caller_enter(fs, c, &mode, &a);
-	rc = still_admitted(adm);
+	rc = caller_enter_admitted(fs, c, &mode, adm, &a);
 	if (!rc)
 		rc = make_file(dirfd, name, create_flags(flags), mode,
 			       (flags & O_EXCL) != 0);
@@ -120,8 +119,7 @@ int reopen_inode(struct lfs *fs, struct lfs_inode *inode, int flags,
 
 	if (ifd < 0)
 		return ifd;
-	caller_enter(fs, c, NULL, &a);
-	rc = still_admitted(adm);
+	rc = caller_enter_admitted(fs, c, NULL, adm, &a);
 	if (!rc && (rc = openat(fs->proc_fd, fd_name(p, ifd), flags)) < 0)
 		rc = neg_errno();
 	caller_leave(fs, &a);
@@ -296,8 +294,7 @@ ssize_t core_write(struct lfs *fs, int fd, const struct write_src *src,
 	ssize_t n;
 
 	*changed = false;
-	caller_enter(fs, c, NULL, &a);
-	n = still_admitted(adm);
+	n = caller_enter_admitted(fs, c, NULL, adm, &a);
 	noappend = writepage && fd_appends(fd);
 	if (n == 0 && src->pipe_fd >= 0)
 		n = write_pipe(fd, src, off, noappend);
@@ -334,8 +331,7 @@ int core_fallocate(struct lfs *fs, int fd, int mode, off_t off, off_t len,
 	struct acting a;
 	int rc;
 
-	caller_enter(fs, c, NULL, &a);
-	rc = still_admitted(adm);
+	rc = caller_enter_admitted(fs, c, NULL, adm, &a);
 	if (!rc && fallocate(fd, mode, off, len) < 0)
 		rc = neg_errno();
 	caller_leave(fs, &a);
@@ -350,8 +346,7 @@ ssize_t core_copy_file_range(struct lfs *fs, int fd_in, off_t off_in,
 	struct acting a;
 	ssize_t n;
 
-	caller_enter(fs, c, NULL, &a);
-	n = still_admitted(adm);
+	n = caller_enter_admitted(fs, c, NULL, adm, &a);
 	if (n == 0 && (n = copy_file_range(fd_in, &off_in, fd_out, &off_out,
 					   len, flags)) < 0)
 		n = neg_errno();

@@ -103,8 +103,7 @@ static ssize_t xattr_on(struct lfs *fs, struct lfs_inode *inode,
 
 	if (fd < 0)
 		return fd;
-	caller_enter(fs, c, NULL, &a);
-	n = still_admitted(adm);
+	n = caller_enter_admitted(fs, c, NULL, adm, &a);
 	if (n == 0)
 		n = xattr_fd(fs, fd, x);
 	caller_leave(fs, &a);
